@@ -1,0 +1,157 @@
+"""The environment contract.
+
+An environment takes the model's text (an action), runs what it asks and answers with new chat messages,
+a reward and a done flag. The names follow SkyRL's ``skyrl_gym`` so that SkyRL code runs unchanged:
+
+- ``init(prompt) -> (observations, info)`` starts an episode from a chat prompt;
+- ``step(action) -> EnvStepOutput`` plays one turn;
+- ``close()`` releases what the environment holds (idempotent), also through ``with``.
+
+On top of that every environment offers Gymnasium's ``reset(seed=None, options=None)``: ``options`` may
+carry ``prompt`` and ``extras`` (the dataset row's other columns); without a prompt the environment draws a
+task from its own default task set with :meth:`Env.sample_task`, deterministically for the seed.
+
+This module imports nothing heavy and holds no environment-specific code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypedDict, TypeVar
+
+ObsType = TypeVar("ObsType")
+ActType = TypeVar("ActType")
+
+MessageType = dict[str, str]
+"""One chat message: ``{"role": "user" | "assistant" | "system" | "tool", "content": str}``."""
+
+ConversationType = list[MessageType]
+"""A list of chat messages in the OpenAI format."""
+
+
+class EnvStepOutput(TypedDict, total=False):
+    """What ``step`` returns.
+
+    - ``observations``: new chat messages to append to the conversation (often one user message);
+    - ``reward``: a finite float for this turn;
+    - ``done``: whether the episode is over; ``step`` must not be called again after it;
+    - ``metadata``: JSON-serialisable details; when ``done`` it names the end (see :mod:`skyrl_gym.guard`).
+    """
+
+    observations: Any
+    reward: float
+    done: bool
+    metadata: dict[str, Any]
+
+
+class Task(TypedDict, total=False):
+    """One episode's input: the chat prompt and the dataset row's other columns (``extras``)."""
+
+    prompt: ConversationType
+    extras: dict[str, Any]
+
+
+class Env(Generic[ObsType, ActType]):
+    """Base class of every environment.
+
+    Subclasses implement :meth:`step` and usually :meth:`init`; they may implement :meth:`sample_task`
+    (a default task set, used by ``reset`` without a prompt) and :meth:`reference_action` (a known-correct
+    action for the current task, used by the conformance kit's oracle check).
+
+    The constructor's arguments are remembered (``_init_args``/``_init_kwargs``) so that ``reset`` can start
+    the next episode from a freshly constructed state, with new extras when the options carry them.
+    """
+
+    spec: Any = None
+    """The :class:`~skyrl_gym.envs.registration.EnvSpec` the environment was made from, if any."""
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        self = super().__new__(cls)
+        self._init_args = args
+        self._init_kwargs = dict(kwargs)
+        return self
+
+    # -- the SkyRL contract ---------------------------------------------------------------------------
+    def init(self, *args: Any, **kwargs: Any) -> tuple[ObsType, dict[str, Any]]:
+        """Start an episode; returns the first observations and an info dict."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement init()")
+
+    def step(self, action: ActType) -> EnvStepOutput:
+        """Play one turn with ``action``; see :class:`EnvStepOutput` for what comes back."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def close(self) -> None:
+        """Release databases, sandboxes, connections. Calling it twice has no further effect."""
+
+    # -- optional hooks -------------------------------------------------------------------------------
+    def sample_task(self, seed: int | None = None) -> Task | None:
+        """Return a task from the environment's default task set, the same one for the same seed.
+
+        ``None`` (the default) means the environment has no task set of its own: ``reset`` then needs
+        ``options={"prompt": ...}``.
+        """
+        return None
+
+    def reference_action(self) -> ActType | None:
+        """A known-correct action for the current task (it earns full reward), or ``None`` if unknown."""
+        return None
+
+    # -- Gymnasium-style reset --------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsType, dict[str, Any]]:
+        """Start a new episode, Gymnasium style.
+
+        ``options`` may hold ``prompt`` (chat messages or a string) and ``extras`` (a dict). The environment
+        is re-constructed with the same ``env_config`` (and the new ``extras`` if given) so that nothing
+        leaks from the previous episode. Without a prompt, :meth:`sample_task` picks one for ``seed``.
+        """
+        options = dict(options or {})
+        extras = options.get("extras")
+        prompt = options.get("prompt")
+        if prompt is None and extras is not None:
+            prompt = extras.get("prompt")
+        if prompt is None:
+            task = self.sample_task(seed)
+            if task is None:
+                raise ValueError(
+                    f"{type(self).__name__} has no default task set: pass "
+                    "reset(options={'prompt': [...], 'extras': {...}})"
+                )
+            prompt = task["prompt"]
+            if extras is None:
+                extras = task.get("extras")
+        self._reconstruct(extras)
+        if isinstance(prompt, str):
+            prompt = [{"role": "user", "content": prompt}]
+        return self.init(prompt)
+
+    def _reconstruct(self, extras: dict[str, Any] | None) -> None:
+        """Run the constructor again on this object, replacing ``extras`` when given."""
+        args, kwargs = list(self._init_args), dict(self._init_kwargs)
+        if extras is not None:
+            if "extras" in kwargs or len(args) < 2:
+                kwargs["extras"] = extras
+            else:
+                args[1] = extras
+        spec = self.spec
+        self.close()
+        type(self).__init__(self, *args, **kwargs)
+        self._init_args, self._init_kwargs = tuple(args), kwargs
+        self.spec = spec
+
+    # -- conveniences -------------------------------------------------------------------------------
+    @property
+    def unwrapped(self) -> Env:
+        """The innermost environment (itself, for an environment that wraps nothing)."""
+        return self
+
+    def __enter__(self) -> Env:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.close()
+        return False
+
+    def __str__(self) -> str:
+        env_id = getattr(self.spec, "id", None)
+        return f"{type(self).__name__}<{env_id}>" if env_id else f"{type(self).__name__}"

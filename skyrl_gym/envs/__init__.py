@@ -1,0 +1,31 @@
+"""Built-in environments and the registry functions (also importable from ``skyrl_gym``).
+
+Each built-in lives in its own sub-package and is registered here by a ``"module:Class"`` string, so nothing
+below is imported until the environment is made.
+"""
+
+from skyrl_gym.envs.registration import (
+    EnvSpec,
+    deregister,
+    load_plugins,
+    make,
+    pprint_registry,
+    register,
+    registry,
+    spec,
+)
+
+__all__ = ["EnvSpec", "deregister", "load_plugins", "make", "pprint_registry", "register", "registry", "spec"]
+
+register(
+    id="math",
+    entry_point="skyrl_gym.envs.math.env:MathEnv",
+    budget={"max_turns": 1, "step_timeout_s": 10.0, "max_observation_chars": 4096},
+    description="single-turn arithmetic word problems; answer as '#### N' or \\boxed{N}",
+)
+register(
+    id="math_multi_turn",
+    entry_point="skyrl_gym.envs.math.multi_turn:MultiTurnMathEnv",
+    budget={"step_timeout_s": 10.0, "episode_timeout_s": 120.0, "max_observation_chars": 4096},
+    description="arithmetic word problems with feedback after each wrong answer",
+)

@@ -1,0 +1,252 @@
+"""``EpisodeGuard``: the wrapper through which the framework enforces budgets and names how episodes end.
+
+``skyrl_gym.make`` returns every environment inside one, so the rules below hold for all of them, built-in
+or written by a user:
+
+- ``step`` before ``init``/``reset`` raises :class:`EpisodeNotStartedError`; ``step`` after the end raises
+  :class:`EpisodeEndedError`; ``close`` is idempotent.
+- Budgets (:class:`~skyrl_gym.budget.Budget`): max turns, wall-clock per step and per episode, tool calls
+  (counted by ``BaseTextEnv._execute_tool``) and observation length. A budget that runs out ends the
+  episode with ``metadata["end"] == "truncated"`` and ``metadata["truncated_by"]`` naming it.
+- An exception inside the environment ends the episode with ``metadata["end"] == "error"`` and
+  ``metadata["error"]`` describing it (or re-raises, with ``errors="raise"``). Its reward is 0.0 but the
+  end state says it is not a score: trainers leave error episodes out of their statistics.
+- A step that returns something outside the contract (a non-finite reward, a non-bool ``done``, messages
+  that are not ``{"role", "content"}`` dicts) is treated as an environment error.
+- When the episode ends, ``metadata["end"]`` is one of ``terminated``, ``truncated`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import traceback
+from typing import Any, Literal
+
+from skyrl_gym._threads import CallTimedOut, call_with_timeout
+from skyrl_gym.budget import END_ERROR, END_TERMINATED, END_TRUNCATED, Budget
+from skyrl_gym.core import Env, EnvStepOutput, Task
+from skyrl_gym.errors import BudgetExceeded, EpisodeEndedError, EpisodeNotStartedError, Error
+
+__all__ = ["EpisodeGuard", "ContractViolation"]
+
+logger = logging.getLogger("skyrl_gym")
+
+_ENDS = (END_TERMINATED, END_TRUNCATED, END_ERROR)
+
+
+class ContractViolation(Error, TypeError):
+    """An environment's ``step`` returned something outside the documented contract."""
+
+
+class EpisodeGuard(Env):
+    """Wrap ``env`` so that budgets hold and every end is named. Attributes not found here come from ``env``.
+
+    Args:
+        env: the environment to guard.
+        budget: the limits (a :class:`Budget` or a dict of its fields).
+        errors: ``"end"`` turns an exception in the environment into an error end; ``"raise"`` re-raises.
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        budget: Budget | dict[str, Any] | None = None,
+        errors: Literal["end", "raise"] = "end",
+    ):
+        if errors not in ("end", "raise"):
+            raise ValueError(f"errors must be 'end' or 'raise', got {errors!r}")
+        self.env = env
+        self.budget = Budget.coerce(budget)
+        self.errors = errors
+        self.spec = getattr(env, "spec", None)
+        self._phase: Literal["new", "running", "ended", "closed"] = "new"
+        self._end: str | None = None
+        self._turns = 0
+        self._started_at = 0.0
+
+    # -- forwarding -----------------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":  # not set yet: avoid recursing
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    @property
+    def unwrapped(self) -> Env:
+        return self.env.unwrapped
+
+    @property
+    def end(self) -> str | None:
+        """How the current episode ended (``terminated``/``truncated``/``error``), ``None`` while it runs."""
+        return self._end
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the episode started."""
+        return time.monotonic() - self._started_at if self._started_at else 0.0
+
+    def sample_task(self, seed: int | None = None) -> Task | None:
+        return self.env.sample_task(seed)
+
+    def reference_action(self) -> Any:
+        return self.env.reference_action()
+
+    # -- episode lifecycle ------------------------------------------------------------------------------
+    def init(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._check_open()
+        self._begin()
+        return self.env.init(*args, **kwargs)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._check_open()
+        observations, info = self.env.reset(seed=seed, options=options)
+        self._begin()
+        return observations, info
+
+    def _begin(self) -> None:
+        inner = self.env.unwrapped
+        if hasattr(inner, "tool_calls"):
+            inner.tool_calls = 0
+        if self.budget.max_tool_calls is not None and hasattr(inner, "max_tool_calls"):
+            inner.max_tool_calls = self.budget.max_tool_calls
+        self._phase = "running"
+        self._end = None
+        self._turns = 0
+        self._started_at = time.monotonic()
+
+    def _check_open(self) -> None:
+        if self._phase == "closed":
+            raise Error(f"{self} is closed; make a new environment")
+
+    def close(self) -> None:
+        if self._phase == "closed":
+            return
+        self._phase = "closed"
+        self.env.close()
+
+    # -- stepping -----------------------------------------------------------------------------------
+    def step(self, action: Any) -> EnvStepOutput:
+        self._check_open()
+        if self._phase == "new":
+            raise EpisodeNotStartedError(f"step() called on {self} before init(prompt) or reset()")
+        if self._phase == "ended":
+            raise EpisodeEndedError(
+                f"step() called on {self} after the episode ended ({self._end}); "
+                "call init(prompt) or reset() to start a new episode"
+            )
+
+        step_limit = self.budget.step_timeout_s
+        episode_left = None
+        if self.budget.episode_timeout_s is not None:
+            episode_left = self.budget.episode_timeout_s - self.elapsed_s
+            if episode_left <= 0:
+                return self._finish(_truncated("episode_timeout", "the episode's time budget is used up"))
+        limit = min((t for t in (step_limit, episode_left) if t is not None), default=None)
+
+        try:
+            output = call_with_timeout(self.env.step, action, timeout=limit, name="step")
+            output = _validated(output)
+        except CallTimedOut:
+            by_episode = episode_left is not None and (step_limit is None or episode_left < step_limit)
+            which = "episode_timeout" if by_episode else "step_timeout"
+            return self._finish(_truncated(which, f"step did not return within {limit:.3g} s"))
+        except BudgetExceeded as exc:
+            return self._finish(_truncated(exc.budget, str(exc)))
+        except Exception as exc:
+            if self.errors == "raise":
+                raise
+            logger.warning("environment %s failed in step():\n%s", self, traceback.format_exc())
+            return self._finish(_errored(exc))
+
+        self._turns += 1
+        output["observations"] = self._capped(output["observations"])
+        metadata = output["metadata"]
+        if not output["done"]:
+            max_turns = self.budget.max_turns or getattr(self.env.unwrapped, "max_turns", None)
+            if max_turns is not None and self._turns >= max_turns:
+                output["done"] = True
+                metadata.update(end=END_TRUNCATED, truncated_by="max_turns")
+            elif episode_left is not None and self.elapsed_s >= self.budget.episode_timeout_s:
+                output["done"] = True
+                metadata.update(end=END_TRUNCATED, truncated_by="episode_timeout")
+        return self._finish(output) if output["done"] else output
+
+    def _finish(self, output: EnvStepOutput) -> EnvStepOutput:
+        metadata = output["metadata"]
+        end = metadata.setdefault("end", END_TERMINATED)
+        if end not in _ENDS:
+            raise ContractViolation(f"metadata['end'] must be one of {_ENDS}, got {end!r}")
+        self._phase = "ended"
+        self._end = end
+        return output
+
+    def _capped(self, observations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        cap = self.budget.max_observation_chars
+        if cap is None:
+            return observations
+        capped = []
+        for message in observations:
+            content = message.get("content")
+            if isinstance(content, str) and len(content) > cap:
+                cut = len(content) - cap
+                message = {**message, "content": content[:cap] + f"\n[... {cut} characters cut]"}
+            capped.append(message)
+        return capped
+
+
+def _truncated(budget: str, message: str) -> EnvStepOutput:
+    return EnvStepOutput(
+        observations=[],
+        reward=0.0,
+        done=True,
+        metadata={"end": END_TRUNCATED, "truncated_by": budget, "message": message},
+    )
+
+
+def _errored(exc: BaseException) -> EnvStepOutput:
+    return EnvStepOutput(
+        observations=[],
+        reward=0.0,
+        done=True,
+        metadata={"end": END_ERROR, "error": "".join(traceback.format_exception_only(exc)).strip()},
+    )
+
+
+def _validated(output: Any) -> EnvStepOutput:
+    """Check a raw step output against the contract; return a copy with fresh containers."""
+    if not isinstance(output, dict):
+        raise ContractViolation(f"step() must return a dict (BaseTextEnvStepOutput), got {type(output).__name__}")
+    missing = [key for key in ("observations", "reward", "done") if key not in output]
+    if missing:
+        raise ContractViolation(f"step() output lacks {missing}")
+    reward = output["reward"]
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        raise ContractViolation(f"step() reward must be a finite float, got {reward!r}")
+    done = output["done"]
+    if not isinstance(done, bool):
+        raise ContractViolation(f"step() done must be a bool, got {done!r}")
+    observations = output["observations"]
+    if observations is None:
+        observations = []
+    if not isinstance(observations, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in observations
+    ):
+        raise ContractViolation(
+            "step() observations must be a list of {'role': str, 'content': str} messages, "
+            f"got {observations!r:.200}"
+        )
+    metadata = output.get("metadata")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise ContractViolation(f"step() metadata must be a dict, got {type(metadata).__name__}")
+    validated = dict(output)
+    validated.update(
+        observations=[dict(m) for m in observations],
+        reward=float(reward),
+        done=done,
+        metadata=dict(metadata),
+    )
+    return validated  # type: ignore[return-value]

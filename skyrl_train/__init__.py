@@ -1,0 +1,1 @@
+"""skyrl_train: multi-turn RL training of language models on skyrl_gym environments."""
