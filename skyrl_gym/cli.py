@@ -1,9 +1,9 @@
 """``skyrl-gym``: list environments, check them, and play episodes with scripted policies.
 
-    skyrl-gym list                        # registered ids, plugins included
-    skyrl-gym play --episodes 20          # every environment with a default task set, three policies
-    skyrl-gym play math wordle --policy oracle
-    skyrl-gym check math                  # the conformance checker, rule by rule
+skyrl-gym list                        # registered ids, plugins included
+skyrl-gym play --episodes 20          # every environment with a default task set, three policies
+skyrl-gym play math wordle --policy oracle
+skyrl-gym check math                  # the conformance checker, rule by rule
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     p_play = sub.add_parser("play", help="play episodes with scripted policies and print rewards")
     p_play.add_argument("env_ids", nargs="*", help="environment ids (default: all with a default task set)")
     p_play.add_argument("--episodes", type=int, default=20)
-    p_play.add_argument("--policy", choices=sorted(POLICIES), action="append", help="repeatable; default: all")
+    p_play.add_argument(
+        "--policy", choices=sorted(POLICIES), action="append", help="repeatable; default: all"
+    )
     p_play.add_argument("--seed", type=int, default=0)
     p_play.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p_check = sub.add_parser("check", help="run the conformance checker on environments")
@@ -125,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'environment':20} {'policy':8} {'episodes':>8} {'reward':>7} {'turns':>6}  ends")
     for r in results:
         ends = ", ".join(f"{k} {v}" for k, v in sorted(r["ends"].items()))
-        print(f"{r['env']:20} {r['policy']:8} {r['episodes']:8d} {r['mean_reward']:7.3f} {r['mean_turns']:6.2f}  {ends}")
+        print(
+            f"{r['env']:20} {r['policy']:8} {r['episodes']:8d} {r['mean_reward']:7.3f} {r['mean_turns']:6.2f}  {ends}"
+        )
     print(f"played in {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -37,7 +37,14 @@ _ENDS = (END_TERMINATED, END_TRUNCATED, END_ERROR)
 
 
 class ContractViolation(Error, TypeError):
-    """An environment's ``step`` returned something outside the documented contract."""
+    """An environment's ``step`` returned something outside the documented contract.
+
+    ``rule`` names the broken rule in the words of :data:`skyrl_gym.testing.RULES`.
+    """
+
+    def __init__(self, rule: str, message: str):
+        super().__init__(message)
+        self.rule = rule
 
 
 class EpisodeGuard(Env):
@@ -176,7 +183,7 @@ class EpisodeGuard(Env):
         metadata = output["metadata"]
         end = metadata.setdefault("end", END_TERMINATED)
         if end not in _ENDS:
-            raise ContractViolation(f"metadata['end'] must be one of {_ENDS}, got {end!r}")
+            raise ContractViolation("end-is-named", f"metadata['end'] must be one of {_ENDS}, got {end!r}")
         self._phase = "ended"
         self._end = end
         return output
@@ -216,16 +223,21 @@ def _errored(exc: BaseException) -> EnvStepOutput:
 def _validated(output: Any) -> EnvStepOutput:
     """Check a raw step output against the contract; return a copy with fresh containers."""
     if not isinstance(output, dict):
-        raise ContractViolation(f"step() must return a dict (BaseTextEnvStepOutput), got {type(output).__name__}")
+        raise ContractViolation(
+            "observations-are-messages",
+            f"step() must return a dict (BaseTextEnvStepOutput), got {type(output).__name__}",
+        )
     missing = [key for key in ("observations", "reward", "done") if key not in output]
     if missing:
-        raise ContractViolation(f"step() output lacks {missing}")
+        raise ContractViolation("observations-are-messages", f"step() output lacks {missing}")
     reward = output["reward"]
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-        raise ContractViolation(f"step() reward must be a finite float, got {reward!r}")
+        raise ContractViolation(
+            "reward-is-finite-float", f"step() reward must be a finite float, got {reward!r}"
+        )
     done = output["done"]
     if not isinstance(done, bool):
-        raise ContractViolation(f"step() done must be a bool, got {done!r}")
+        raise ContractViolation("done-is-bool", f"step() done must be a bool, got {done!r}")
     observations = output["observations"]
     if observations is None:
         observations = []
@@ -234,14 +246,17 @@ def _validated(output: Any) -> EnvStepOutput:
         for m in observations
     ):
         raise ContractViolation(
+            "observations-are-messages",
             "step() observations must be a list of {'role': str, 'content': str} messages, "
-            f"got {observations!r:.200}"
+            f"got {observations!r:.200}",
         )
     metadata = output.get("metadata")
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
-        raise ContractViolation(f"step() metadata must be a dict, got {type(metadata).__name__}")
+        raise ContractViolation(
+            "metadata-is-json", f"step() metadata must be a dict, got {type(metadata).__name__}"
+        )
     validated = dict(output)
     validated.update(
         observations=[dict(m) for m in observations],

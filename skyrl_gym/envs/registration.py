@@ -61,7 +61,9 @@ class EnvSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id or any(c.isspace() for c in self.id) or "/" in self.id:
-            raise RegistrationError(f"environment id must be a non-empty string without spaces or '/', got {self.id!r}")
+            raise RegistrationError(
+                f"environment id must be a non-empty string without spaces or '/', got {self.id!r}"
+            )
         if isinstance(self.entry_point, str):
             if self.entry_point.count(":") != 1 or not all(self.entry_point.split(":")):
                 raise RegistrationError(
@@ -69,7 +71,9 @@ class EnvSpec:
                     "expected 'package.module:ClassName', e.g. 'my_pkg.env:MyEnv'"
                 )
         elif not callable(self.entry_point):
-            raise RegistrationError(f"entry point of '{self.id}' must be a 'module:Class' string or a callable")
+            raise RegistrationError(
+                f"entry point of '{self.id}' must be a 'module:Class' string or a callable"
+            )
         self.budget = Budget.coerce(self.budget)
 
     @property

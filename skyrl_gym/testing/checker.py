@@ -15,7 +15,7 @@ from typing import Any
 
 from skyrl_gym.core import Env, Task
 from skyrl_gym.errors import EpisodeEndedError
-from skyrl_gym.guard import EpisodeGuard
+from skyrl_gym.guard import ContractViolation, EpisodeGuard
 
 __all__ = [
     "RULES",
@@ -85,7 +85,9 @@ class CheckReport:
         return not self.failures
 
     def summary(self) -> str:
-        lines = [f"{self.env_name}: {len(self.passed)} passed, {len(self.failures)} failed, {len(self.skipped)} skipped"]
+        lines = [
+            f"{self.env_name}: {len(self.passed)} passed, {len(self.failures)} failed, {len(self.skipped)} skipped"
+        ]
         lines += [f"  FAIL {f}" for f in self.failures]
         lines += [f"  skip [{rule}] {why}" for rule, why in self.skipped.items()]
         return "\n".join(lines)
@@ -145,7 +147,9 @@ def check_step_output(output: Any, where: str = "step()") -> list[Failure]:
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
         for m in observations
     ):
-        failures.append(Failure("observations-are-messages", f"{where} returned observations {observations!r:.200}"))
+        failures.append(
+            Failure("observations-are-messages", f"{where} returned observations {observations!r:.200}")
+        )
     reward = output.get("reward")
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
         failures.append(Failure("reward-is-finite-float", f"{where} returned reward {reward!r}"))
@@ -159,8 +163,14 @@ def check_step_output(output: Any, where: str = "step()") -> list[Failure]:
             raise TypeError(f"metadata is a {type(metadata).__name__}")
     except (TypeError, ValueError) as exc:
         failures.append(Failure("metadata-is-json", f"{where} returned metadata that is not JSON: {exc}"))
-    if done is True and isinstance(metadata, dict) and metadata.get("end") not in ("terminated", "truncated", "error"):
-        failures.append(Failure("end-is-named", f"{where} ended with metadata['end'] = {metadata.get('end')!r}"))
+    if (
+        done is True
+        and isinstance(metadata, dict)
+        and metadata.get("end") not in ("terminated", "truncated", "error")
+    ):
+        failures.append(
+            Failure("end-is-named", f"{where} ended with metadata['end'] = {metadata.get('end')!r}")
+        )
     return failures
 
 
@@ -207,7 +217,10 @@ def play_episode(
         failures = check_step_output(output, where)
         if isinstance(output, dict) and (output.get("metadata") or {}).get("end") == "error":
             failures.append(
-                Failure("survives-adversarial-actions", f"{where} ended in error: {output['metadata'].get('error')}")
+                Failure(
+                    "survives-adversarial-actions",
+                    f"{where} ended in error: {output['metadata'].get('error')}",
+                )
             )
         if failures:
             raise ConformanceError(failures, name)
@@ -227,7 +240,9 @@ class _Checker:
         """A new instance, guarded so that contract violations raise instead of ending in error."""
         env = self.factory()
         if not isinstance(env, Env):
-            raise _Broken("make-returns-env", f"the factory returned {type(env).__name__}, not a skyrl_gym.Env")
+            raise _Broken(
+                "make-returns-env", f"the factory returned {type(env).__name__}, not a skyrl_gym.Env"
+            )
         inner = env.env if isinstance(env, EpisodeGuard) else env
         base = env.budget if isinstance(env, EpisodeGuard) else None
         guard = EpisodeGuard(inner, base.merged(budget) if base else budget, errors="raise")
@@ -251,8 +266,12 @@ class _Checker:
         where = f"step({_describe(action)})"
         try:
             output = env.step(action)
+        except ContractViolation as exc:
+            raise _Broken(exc.rule, f"{where}: {exc}") from exc
         except Exception as exc:
-            raise _Broken("survives-adversarial-actions", f"{where} raised {type(exc).__name__}: {exc}") from exc
+            raise _Broken(
+                "survives-adversarial-actions", f"{where} raised {type(exc).__name__}: {exc}"
+            ) from exc
         failures = check_step_output(output, where)
         if failures:
             raise ConformanceError(failures, self.report.env_name)
@@ -305,7 +324,9 @@ def check_env(
     checker = _Checker(factory, sources, report)
     with checker.rule("make-returns-env"):
         if not isinstance(probe, Env):
-            raise _Broken("make-returns-env", f"the factory returned {type(probe).__name__}, not a skyrl_gym.Env")
+            raise _Broken(
+                "make-returns-env", f"the factory returned {type(probe).__name__}, not a skyrl_gym.Env"
+            )
     if report.failures:
         return _finish(report, raise_on_failure)
     probe.close()
@@ -316,7 +337,10 @@ def check_env(
             env = checker.fresh()
             result = _start(env, source)
             if not (isinstance(result, tuple) and len(result) == 2):
-                raise _Broken("reset-returns-prompt", f"reset returned {type(result).__name__}, not (observations, info)")
+                raise _Broken(
+                    "reset-returns-prompt",
+                    f"reset returned {type(result).__name__}, not (observations, info)",
+                )
             observations, info = result
             if not isinstance(observations, list) or not all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
@@ -357,7 +381,9 @@ def check_env(
                 a = [_comparable(o) for o in checker.play(first, probe_actions, source)]
                 b = [_comparable(o) for o in checker.play(second, probe_actions, source)]
                 if a != b:
-                    raise _Broken("deterministic", f"two episodes of {source} with the same actions differ:\n{a}\n{b}")
+                    raise _Broken(
+                        "deterministic", f"two episodes of {source} with the same actions differ:\n{a}\n{b}"
+                    )
                 first.close()
                 second.close()
 
@@ -393,7 +419,9 @@ def check_env(
             env = checker.fresh({"max_turns": limit})
             outputs = checker.play(env, [noop_action] * (limit + 3), sources[0])
             if len(outputs) > limit or not outputs[-1]["done"]:
-                raise _Broken("budget-max-turns", f"with max_turns={limit} the episode took {len(outputs)} steps")
+                raise _Broken(
+                    "budget-max-turns", f"with max_turns={limit} the episode took {len(outputs)} steps"
+                )
             last = outputs[-1]["metadata"]
             if len(outputs) == limit and last.get("end") == "truncated" and last.get("truncated_by") is None:
                 raise _Broken("budget-max-turns", "a truncated end does not name its budget (truncated_by)")
@@ -440,7 +468,10 @@ def _check_oracle(checker: _Checker, full_reward: float) -> None:
                     f"the reference action {_describe(reference)} for {source} earned {total}, not {full_reward}",
                 )
             if not outputs[-1]["done"] or outputs[-1]["metadata"].get("end") != "terminated":
-                raise _Broken("oracle-earns-full-reward", f"the reference action for {source} did not terminate the episode")
+                raise _Broken(
+                    "oracle-earns-full-reward",
+                    f"the reference action for {source} did not terminate the episode",
+                )
             env.close()
     if not found and "oracle-earns-full-reward" in report.passed:
         report.passed.remove("oracle-earns-full-reward")
@@ -454,7 +485,9 @@ def _check_noop(checker: _Checker, noop_action: Any) -> None:
             outputs = checker.play(env, [noop_action] * 50, source)
             total = sum(o["reward"] for o in outputs)
             if total > 0:
-                raise _Broken("noop-earns-nothing", f"the no-op {_describe(noop_action)} earned {total} for {source}")
+                raise _Broken(
+                    "noop-earns-nothing", f"the no-op {_describe(noop_action)} earned {total} for {source}"
+                )
             env.close()
 
 

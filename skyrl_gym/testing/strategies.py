@@ -1,12 +1,12 @@
 """Hypothesis strategies for property tests of environments.
 
-    from hypothesis import given
-    from skyrl_gym.testing import play_episode
-    from skyrl_gym.testing.strategies import episodes, tag_actions
+from hypothesis import given
+from skyrl_gym.testing import play_episode
+from skyrl_gym.testing.strategies import episodes, tag_actions
 
-    @given(episodes(tag_actions(["sql", "solution"])))
-    def test_sql_env_survives(actions):
-        play_episode(skyrl_gym.make("text2sql"), actions, seed=0)
+@given(episodes(tag_actions(["sql", "solution"])))
+def test_sql_env_survives(actions):
+    play_episode(skyrl_gym.make("text2sql"), actions, seed=0)
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ def json_values(max_leaves: int = 8) -> st.SearchStrategy[Any]:
     scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
     return st.recursive(
         scalars,
-        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+        lambda children: (
+            st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
+        ),
         max_leaves=max_leaves,
     )
 
@@ -136,7 +138,10 @@ def tool_call_actions(tool_group: Any, *, well_formed_only: bool = False) -> st.
         elif how == "extra":
             arguments["unexpected_" + draw(st.text("abc", min_size=1, max_size=5))] = 1
         else:
-            return {"name": "no_such_tool_" + draw(st.text("xyz", min_size=1, max_size=5)), "arguments": arguments}
+            return {
+                "name": "no_such_tool_" + draw(st.text("xyz", min_size=1, max_size=5)),
+                "arguments": arguments,
+            }
         return {"name": call["name"], "arguments": arguments}
 
     def render(call: dict[str, Any]) -> str:
@@ -158,4 +163,6 @@ def episodes(
     actions: st.SearchStrategy[Any] | None = None, min_turns: int = 1, max_turns: int = 5
 ) -> st.SearchStrategy[list[Any]]:
     """Whole episodes: lists of actions (default: :func:`text_actions`)."""
-    return st.lists(actions if actions is not None else text_actions(), min_size=min_turns, max_size=max_turns)
+    return st.lists(
+        actions if actions is not None else text_actions(), min_size=min_turns, max_size=max_turns
+    )

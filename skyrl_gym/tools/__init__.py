@@ -1,0 +1,33 @@
+"""Tools for text environments: the ``tool`` decorator, tool groups, JSON schemas and tool-call parsing.
+
+- :class:`tool` and :class:`ToolGroup` define tools (SkyRL compatible);
+- :func:`function_schema` derives an OpenAI function schema from a signature and docstring;
+- :func:`parse_tool_calls`, :func:`parse_tag_calls` and :func:`extract_tag` read calls out of model text;
+- :meth:`ToolGroup.execute_call` and :func:`execute_tool_calls` run them, turning every failure into a
+  :class:`ToolResult` the model can read.
+
+Only the standard library is imported.
+"""
+
+from skyrl_gym.tools.core import ToolGroup, ToolResult, execute_tool_calls, tool
+from skyrl_gym.tools.parsing import (
+    ToolCall,
+    ToolCallParseError,
+    extract_tag,
+    parse_tag_calls,
+    parse_tool_calls,
+)
+from skyrl_gym.tools.schema import function_schema
+
+__all__ = [
+    "ToolCall",
+    "ToolCallParseError",
+    "ToolGroup",
+    "ToolResult",
+    "execute_tool_calls",
+    "extract_tag",
+    "function_schema",
+    "parse_tag_calls",
+    "parse_tool_calls",
+    "tool",
+]
