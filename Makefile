@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml envs/skyrl_wordle/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]" -e envs/skyrl_wordle
+	$(PY) -m pip install --quiet -e ".[dev,sql]" -e envs/skyrl_wordle
 	touch $(STAMP)
 
 main: setup
