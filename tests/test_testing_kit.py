@@ -105,6 +105,15 @@ class Nondeterministic(CountdownEnv):
         return out
 
 
+class RandomPrompt(CountdownEnv):
+    def sample_task(self, seed=None):
+        import random
+
+        task = super().sample_task(seed)
+        task["prompt"] = [{"role": "user", "content": f"Guess {random.random()}"}]
+        return task
+
+
 class NoOpNeverEnds(BaseTextEnv):
     def __init__(self, env_config=None, extras=None):
         super().__init__()
@@ -128,6 +137,7 @@ class NoOpNeverEnds(BaseTextEnv):
         (WrongOracle, "oracle-earns-full-reward"),
         (PaysForNothing, "noop-earns-nothing"),
         (Nondeterministic, "deterministic"),
+        (RandomPrompt, "deterministic"),
         (NoOpNeverEnds, "step-after-done-raises"),
     ],
 )

@@ -328,6 +328,8 @@ def check_env(
                 "make-returns-env", f"the factory returned {type(probe).__name__}, not a skyrl_gym.Env"
             )
     if report.failures:
+        with contextlib.suppress(Exception):
+            probe.close()
         return _finish(report, raise_on_failure)
     probe.close()
     all_tags = tuple(dict.fromkeys((*tags, *getattr(probe.unwrapped, "protocol_tags", ()))))
@@ -378,6 +380,8 @@ def check_env(
         with checker.rule("deterministic"):
             for source in sources:
                 first, second = checker.fresh(), checker.fresh()
+                if _start(first, source) != _start(second, source):
+                    raise _Broken("deterministic", f"two resets with {source} returned different prompts or info")
                 a = [_comparable(o) for o in checker.play(first, probe_actions, source)]
                 b = [_comparable(o) for o in checker.play(second, probe_actions, source)]
                 if a != b:
