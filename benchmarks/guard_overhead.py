@@ -35,10 +35,16 @@ def main() -> None:
 
     variants = {
         "bare env.step": lambda: MultiTurnMathEnv(extras=EXTRAS),
-        "guarded (make's default)": lambda: EpisodeGuard(MultiTurnMathEnv(extras=EXTRAS), {"max_observation_chars": 4096}),
-        "guarded + step_timeout_s": lambda: EpisodeGuard(MultiTurnMathEnv(extras=EXTRAS), {"step_timeout_s": 10.0}),
+        "guarded (make's default)": lambda: EpisodeGuard(
+            MultiTurnMathEnv(extras=EXTRAS), {"max_observation_chars": 4096}
+        ),
+        "guarded + step_timeout_s": lambda: EpisodeGuard(
+            MultiTurnMathEnv(extras=EXTRAS), {"step_timeout_s": 10.0}
+        ),
     }
-    best = {name: min(run(make(), args.steps) for _ in range(args.repeats)) for name, make in variants.items()}
+    best = {
+        name: min(run(make(), args.steps) for _ in range(args.repeats)) for name, make in variants.items()
+    }
     base = best["bare env.step"]
     print(f"{'variant':28} {'us/step':>9} {'ratio':>7}")
     for name, seconds in best.items():

@@ -381,7 +381,9 @@ def check_env(
             for source in sources:
                 first, second = checker.fresh(), checker.fresh()
                 if _start(first, source) != _start(second, source):
-                    raise _Broken("deterministic", f"two resets with {source} returned different prompts or info")
+                    raise _Broken(
+                        "deterministic", f"two resets with {source} returned different prompts or info"
+                    )
                 a = [_comparable(o) for o in checker.play(first, probe_actions, source)]
                 b = [_comparable(o) for o in checker.play(second, probe_actions, source)]
                 if a != b:
