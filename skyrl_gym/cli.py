@@ -4,6 +4,7 @@ skyrl-gym list                        # registered ids, plugins included
 skyrl-gym play --episodes 20          # every environment with a default task set, three policies
 skyrl-gym play math wordle --policy oracle
 skyrl-gym check math                  # the conformance checker, rule by rule
+skyrl-gym sql-eval --data test.jsonl --predictions preds.jsonl   # text-to-SQL execution accuracy
 """
 
 from __future__ import annotations
@@ -84,6 +85,11 @@ def _playable(ids: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["sql-eval"]:  # its own options: delegate before parsing
+        from skyrl_gym.envs.sql.evaluate import main as sql_eval
+
+        return sql_eval(argv[1:], prog="skyrl-gym sql-eval")
     parser = argparse.ArgumentParser(prog="skyrl-gym", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list registered environments")
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p_play.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p_check = sub.add_parser("check", help="run the conformance checker on environments")
     p_check.add_argument("env_ids", nargs="+")
+    sub.add_parser("sql-eval", help="score text-to-SQL predictions (skyrl-gym sql-eval --help)")
     args = parser.parse_args(argv)
 
     if args.command == "list":

@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any, Literal
 
-from skyrl_gym._threads import CallTimedOut, call_with_timeout
+from skyrl_gym._threads import CallTimedOut, TimeoutRunner
 from skyrl_gym.budget import END_ERROR, END_TERMINATED, END_TRUNCATED, Budget
 from skyrl_gym.core import Env, EnvStepOutput, Task
 from skyrl_gym.errors import BudgetExceeded, EpisodeEndedError, EpisodeNotStartedError, Error
@@ -72,6 +72,7 @@ class EpisodeGuard(Env):
         self._end: str | None = None
         self._turns = 0
         self._started_at = 0.0
+        self._runner = TimeoutRunner("step")
 
     # -- forwarding -----------------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -130,6 +131,7 @@ class EpisodeGuard(Env):
         if self._phase == "closed":
             return
         self._phase = "closed"
+        self._runner.close()
         self.env.close()
 
     # -- stepping -----------------------------------------------------------------------------------
@@ -152,7 +154,7 @@ class EpisodeGuard(Env):
         limit = min((t for t in (step_limit, episode_left) if t is not None), default=None)
 
         try:
-            output = call_with_timeout(self.env.step, action, timeout=limit, name="step")
+            output = self._runner.call(self.env.step, action, timeout=limit)
             output = _validated(output)
         except CallTimedOut:
             by_episode = episode_left is not None and (step_limit is None or episode_left < step_limit)

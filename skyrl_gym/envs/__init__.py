@@ -29,3 +29,9 @@ register(
     budget={"step_timeout_s": 10.0, "episode_timeout_s": 120.0, "max_observation_chars": 4096},
     description="arithmetic word problems with feedback after each wrong answer",
 )
+register(
+    id="text2sql",
+    entry_point="skyrl_gym.envs.sql.env:Text2SQLEnv",
+    budget={"step_timeout_s": 30.0, "max_observation_chars": 8192},
+    description="multi-turn text-to-SQL on a DuckDB or SQLite database (SkyRL-SQL's <sql>/<solution> protocol)",
+)

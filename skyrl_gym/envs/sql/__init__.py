@@ -1,0 +1,53 @@
+"""The text-to-SQL environment (``text2sql``), SkyRL-SQL's protocol on a real DuckDB or SQLite database.
+
+- :mod:`.database`: read-only databases with a guard, a timeout and capped results (:func:`open_database`);
+- :mod:`.safety`: the read-only guard (:func:`~skyrl_gym.envs.sql.safety.check_read_only`);
+- :mod:`.scoring`: execution match and SkyRL's format rule, also for offline evaluation;
+- :mod:`.env`: :class:`~skyrl_gym.envs.sql.env.Text2SQLEnv`, registered as ``text2sql``.
+
+Importing this package imports neither duckdb nor sqlglot; the modules that need them import them when used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skyrl_gym.envs.sql.database import (
+    Database,
+    QueryError,
+    QueryResult,
+    QueryTimeout,
+    UnparsableQuery,
+    UnsafeQuery,
+    open_database,
+    resolve_database,
+)
+
+__all__ = [
+    "Database",
+    "QueryError",
+    "QueryResult",
+    "QueryTimeout",
+    "Text2SQLEnv",
+    "UnparsableQuery",
+    "UnsafeQuery",
+    "execution_match",
+    "open_database",
+    "resolve_database",
+    "score_completion",
+]
+
+_LAZY = {
+    "Text2SQLEnv": "skyrl_gym.envs.sql.env",
+    "execution_match": "skyrl_gym.envs.sql.scoring",
+    "score_completion": "skyrl_gym.envs.sql.scoring",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
