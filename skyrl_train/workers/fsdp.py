@@ -508,6 +508,10 @@ class _FSDPWorker:
     def train_step(self, batch: Batch) -> dict[str, float]:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:
+        """Start a fresh optimizer and learning-rate schedule (e.g. RL after a supervised warm-up)."""
+        self._build_optimizer(optimizer_cfg, total_steps)
+
     def shutdown(self) -> None:
         """Nothing to stop in process; here so that a worker and a WorkerGroup are interchangeable."""
 
@@ -532,6 +536,13 @@ def run_mini_batches(worker: Any, batch: Batch, mini_batch_size: int, update_epo
 
 
 # -------------------------------------------------------------------------------------------- policy
+
+
+def _old_log_probs(mb: Mapping[str, torch.Tensor], log_probs: torch.Tensor) -> torch.Tensor:
+    """The batch's old log-probs; without them (a strictly on-policy step: one mini-batch, one update
+    epoch) the current ones, detached, which are the same numbers without a second forward pass."""
+    old = mb.get("old_log_probs")
+    return log_probs.detach() if old is None else old
 
 
 def resolve_policy_loss(name: str) -> Callable:
@@ -640,7 +651,7 @@ class PolicyWorker(_FSDPWorker):
                 mb, with_entropy=True, entropy_grad=bool(self.entropy_coef)
             )
             pg_loss, loss_metrics = self.policy_loss_fn(
-                log_probs, mb["old_log_probs"], mb["advantages"], mask, self.algorithm_cfg
+                log_probs, _old_log_probs(mb, log_probs), mb["advantages"], mask, self.algorithm_cfg
             )
             loss = pg_loss
             weight = self._micro_weight(mb, self.loss_reduction, tokens, seqs)

@@ -255,6 +255,10 @@ class WorkerGroup:
 
         return run_mini_batches(self, batch, mini_batch_size, update_epochs, self.role)
 
+    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:
+        """Every rank starts a fresh optimizer and schedule."""
+        self.call("reset_optimizer", optimizer_cfg, total_steps)
+
     def full_state_dict(self) -> dict:
         """The unsharded weights on CPU (gathered on rank 0)."""
         return self.call("full_state_dict")[0]

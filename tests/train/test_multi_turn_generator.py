@@ -26,8 +26,7 @@ from skyrl_train.generator import (
     sample_seed,
     stop_strings_for,
 )
-
-from .scripted_engine import SamplingParams, ScriptedEngine
+from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
 
 pytest.importorskip("transformers")
 

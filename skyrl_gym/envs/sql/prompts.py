@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from skyrl_gym.envs.sql.database import Database
 
-__all__ = ["DATA_SOURCE", "ENV_CLASS", "SYSTEM_PROMPT", "build_prompt", "build_row", "describe_database"]
+__all__ = [
+    "COMPACT_SYSTEM_PROMPT",
+    "DATA_SOURCE",
+    "ENV_CLASS",
+    "SYSTEM_PROMPT",
+    "build_compact_prompt",
+    "build_prompt",
+    "build_row",
+    "compact_schema",
+    "describe_database",
+]
 
 ENV_CLASS = "text2sql"
 """The ``env_class`` column of every row: the registered environment that plays it."""
@@ -150,3 +160,41 @@ def build_row(
     if max_turns is not None:
         row["max_turns"] = int(max_turns)
     return row
+
+
+COMPACT_SYSTEM_PROMPT = """\
+Answer the question about the database with one SQL query. Think briefly inside <think>...</think>. \
+To check something you may run a query inside <sql>...</sql> and read the result in \
+<observation>...</observation>. Give the final query inside <solution>...</solution>."""
+"""A short system message for small models and short contexts (same protocol as :data:`SYSTEM_PROMPT`)."""
+
+_COMPACT_EXAMPLE = [
+    {
+        "role": "user",
+        "content": "Tables:\nbooks(book_id, title, author, year)\n\nQuestion: Which books came out after 2000?",
+    },
+    {
+        "role": "assistant",
+        "content": "<think>Filter books by year.</think>\n<solution>SELECT title FROM books WHERE year > 2000</solution>",
+    },
+]
+
+
+def compact_schema(db: Database) -> str:
+    """One line per table: ``name(column, column, ...)``, in creation order."""
+    lines = []
+    for table in db.tables():
+        columns = db.sample_rows(table, 0).columns
+        lines.append(f"{table}({', '.join(columns)})")
+    return "\n".join(lines)
+
+
+def build_compact_prompt(db: Database, question: str, *, example: bool = True) -> list[dict[str, str]]:
+    """A short chat prompt: :data:`COMPACT_SYSTEM_PROMPT`, an optional one-shot example exchange, then the
+    engine, one line per table and the question. About a fifth of :func:`build_prompt`'s length."""
+    engine = DIALECT_NAMES.get(db.dialect, db.dialect)
+    user = f"Engine: {engine}\nTables:\n{compact_schema(db)}\n\nQuestion: {question.strip()}"
+    messages = [{"role": "system", "content": COMPACT_SYSTEM_PROMPT}]
+    if example:
+        messages += [dict(m) for m in _COMPACT_EXAMPLE]
+    return [*messages, {"role": "user", "content": user}]

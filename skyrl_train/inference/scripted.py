@@ -1,4 +1,8 @@
-"""``ScriptedEngine``: an inference engine that plays scripted assistant texts, for tests without a model.
+"""``ScriptedEngine``: an inference engine that plays scripted assistant texts.
+
+It stands in for a model where the answers are known: tests without a model, and the supervised warm-up
+(:mod:`skyrl_train.warmup`), which plays gold answers through the real environments to get trajectories
+with exactly the tokens, observations and loss masks a model's own rollout would have.
 
 The script is a function of the conversation so far (the decoded prompt, chat template and all) that returns
 the assistant's next text. The engine tokenises that text with the real tokenizer and answers the way a real

@@ -1,0 +1,78 @@
+"""Build a compact text-to-SQL training set for small models and CPU budgets (the main job's data).
+
+Takes rows of the bundled synthetic dataset (``skyrl_gym.envs.sql.data``; built on first use) at the chosen
+difficulty levels and rewrites their prompts with :func:`~skyrl_gym.envs.sql.prompts.build_compact_prompt`:
+a short system message, a one-shot example and one line per table, about 250 tokens instead of about 1,400.
+Training rows come from the synthetic train split and validation rows from its dev split, whose databases
+are disjoint from train's. Writes ``train`` and ``validation`` as parquet and JSONL.
+
+    python datasets/sql/build_compact.py --out data/text2sql --levels easy --train 512 --validation 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+from skyrl_gym.envs.sql.data import load_split
+from skyrl_gym.envs.sql.database import open_database
+from skyrl_gym.envs.sql.prompts import build_compact_prompt
+
+LEVELS = ("easy", "medium", "hard", "extra")
+
+
+def compact_rows(split: str, levels: list[str], limit: int, seed: int, max_turns: int | None) -> list[dict]:
+    """Up to ``limit`` rows of the synthetic ``split`` at ``levels``, with compact prompts, shuffled by seed."""
+    rows = [r for r in load_split(split) if r["extra_info"]["level"] in levels]
+    random.Random(seed).shuffle(rows)
+    out = []
+    for row in rows[:limit]:
+        with open_database(row["db_path"]) as db:
+            row["prompt"] = build_compact_prompt(db, row["extra_info"]["question"])
+        row["data_source"] = "skyrl_sql_synthetic_compact"
+        if max_turns is not None:
+            row["max_turns"] = max_turns
+        out.append(row)
+    return out
+
+
+def write(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".jsonl.tmp")
+    with tmp.open("w") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+    tmp.replace(path.with_suffix(".jsonl"))
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return
+    columns = sorted({key for row in rows for key in row})
+    table = pa.Table.from_pylist([{key: row.get(key) for key in columns} for row in rows])
+    pq.write_table(table, str(path.with_suffix(".parquet.tmp")))
+    path.with_suffix(".parquet.tmp").replace(path.with_suffix(".parquet"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--levels", nargs="+", default=["easy"], choices=LEVELS)
+    parser.add_argument("--train", type=int, default=512, help="training rows (at most)")
+    parser.add_argument("--validation", type=int, default=64, help="validation rows (at most)")
+    parser.add_argument("--max-turns", type=int, default=None, help="max_turns column for every row")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for split, name, limit in (("train", "train", args.train), ("dev", "validation", args.validation)):
+        rows = compact_rows(split, args.levels, limit, args.seed, args.max_turns)
+        write(rows, args.out / name)
+        levels = Counter(r["extra_info"]["level"] for r in rows)
+        print(f"{name}: {len(rows)} rows {dict(levels)} -> {args.out / name}.parquet")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

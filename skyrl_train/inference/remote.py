@@ -1,0 +1,193 @@
+"""`RemoteEngine`: any OpenAI-compatible server's `/v1/completions` as an inference engine.
+
+Made for `vllm serve` and servers that speak its dialect: the prompt goes as a list of token ids, and the
+reply must carry the generated token ids, either as `choices[i].token_ids` (`return_token_ids`, vLLM >= 0.10)
+or as `logprobs.tokens` of the form "token_id:123" (`return_tokens_as_token_ids`); both are requested.
+Text is never re-tokenised: a server that returns neither is refused with a clear error.
+
+Only the standard library is used (urllib in a thread pool), one HTTP request per prompt, so any
+server works; `max_concurrency` bounds the requests in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from skyrl_train.inference.base import GenerationOutput, InferenceEngine, SamplingParams
+
+
+class RemoteEngineError(RuntimeError):
+    """The server could not be reached, timed out, refused the request or answered something unusable."""
+
+
+class RemoteEngine(InferenceEngine):
+    """Client of an OpenAI-compatible completions server, token ids in and out.
+
+    `base_url`: the server root, with or without `/v1` (e.g. "http://127.0.0.1:8000" or "127.0.0.1:8000").
+    `model_name`: the served model name (`vllm serve NAME`); the server's only model when None.
+    `timeout_s`: seconds one request may take. `max_retries`: retries on connection errors and 5xx/429
+    answers, with exponential backoff. `api_key`: sent as a bearer token. `extra_body`: extra request fields
+    (e.g. `{"repetition_penalty": 1.1}`).
+    `weight_update_fn`: plain servers cannot receive weights, so `update_weights` raises unless a callable is
+    given here that pushes `(name, tensor)` pairs to the server some other way.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        tokenizer: Any = None,
+        model_name: str | None = None,
+        timeout_s: float = 600.0,
+        max_retries: int = 2,
+        max_concurrency: int = 64,
+        api_key: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        weight_update_fn: Callable[[Iterable[tuple[str, Any]]], None] | None = None,
+    ) -> None:
+        url = base_url.rstrip("/")
+        if "://" not in url:  # "host:port"
+            url = "http://" + url
+        self.url = (url if url.endswith("/v1") else url + "/v1") + "/completions"
+        self._tokenizer = tokenizer
+        self.model_name = model_name
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.api_key = api_key
+        self.extra_body = dict(extra_body or {})
+        self.weight_update_fn = weight_update_fn
+        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="remote-engine")
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    async def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> list[GenerationOutput]:
+        """One request per prompt, sent concurrently; raises `RemoteEngineError` if any fails."""
+        loop = asyncio.get_running_loop()
+        bodies = [self._body(prompt, params, i) for i, prompt in enumerate(prompts)]
+        replies = await asyncio.gather(
+            *(loop.run_in_executor(self._pool, self._post, body) for body in bodies)
+        )
+        return [self._parse(reply) for reply in replies]
+
+    async def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        if self.weight_update_fn is None:
+            raise NotImplementedError(
+                "a plain OpenAI-compatible server cannot receive weights: use the remote engine for evaluation "
+                "or a frozen policy, or pass RemoteEngine(weight_update_fn=...) that pushes them to your server"
+            )
+        await asyncio.to_thread(self.weight_update_fn, named_tensors)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ----------------------------------------------------------------- wire format
+
+    def _body(self, prompt: Sequence[int], params: SamplingParams, index: int) -> dict[str, Any]:
+        ids = [int(t) for t in prompt]
+        if not ids:
+            raise ValueError(f"prompt {index} is empty")
+        body: dict[str, Any] = {
+            "prompt": ids,
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "logprobs": 0,  # the sampled token's logprob only
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            "include_stop_str_in_output": True,
+            "skip_special_tokens": False,
+        }
+        if self.model_name is not None:
+            body["model"] = self.model_name
+        if params.top_k > 0:
+            body["top_k"] = params.top_k
+        if params.min_p > 0:
+            body["min_p"] = params.min_p
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.stop_token_ids:
+            body["stop_token_ids"] = list(params.stop_token_ids)
+        if params.ignore_eos:
+            body["ignore_eos"] = True
+        if params.seed is not None:  # a distinct stream per prompt, like the other engines
+            body["seed"] = (params.seed * 0x9E3779B1 + index) % (1 << 63)
+        body.update(self.extra_body)
+        return body
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        attempt = 0
+        while True:
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    payload = response.read()
+                break
+            except urllib.error.HTTPError as error:
+                detail = error.read().decode(errors="replace")[:1000]
+                retryable = error.code >= 500 or error.code == 429
+                if not retryable or attempt >= self.max_retries:
+                    raise RemoteEngineError(f"{self.url} answered HTTP {error.code}: {detail}") from None
+            except TimeoutError as error:
+                raise RemoteEngineError(f"no answer from {self.url} within {self.timeout_s} s") from error
+            except urllib.error.URLError as error:
+                if isinstance(error.reason, TimeoutError):
+                    raise RemoteEngineError(f"no answer from {self.url} within {self.timeout_s} s") from error
+                if attempt >= self.max_retries:
+                    raise RemoteEngineError(
+                        f"cannot reach {self.url}: {error.reason}; is the server running and the URL right?"
+                    ) from error
+            except ConnectionError as error:
+                if attempt >= self.max_retries:
+                    raise RemoteEngineError(f"connection to {self.url} failed: {error}") from error
+            attempt += 1
+            time.sleep(0.5 * 2 ** (attempt - 1))
+        try:
+            return json.loads(payload)
+        except ValueError as error:
+            raise RemoteEngineError(f"{self.url} answered non-JSON: {payload[:200]!r}") from error
+
+    def _parse(self, reply: dict[str, Any]) -> GenerationOutput:
+        try:
+            choice = reply["choices"][0]
+        except (KeyError, IndexError, TypeError):
+            raise RemoteEngineError(f"{self.url} answered without choices: {str(reply)[:300]}") from None
+        logprobs = choice.get("logprobs") or {}
+        token_ids = choice.get("token_ids")
+        if token_ids is None:
+            tokens = logprobs.get("tokens") or []
+            if tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+                token_ids = [int(t.split(":", 1)[1]) for t in tokens]
+            elif not tokens and choice.get("text") == "":
+                token_ids = []
+            else:
+                raise RemoteEngineError(
+                    f"{self.url} returned no token ids; the engine needs a server that honours "
+                    "return_token_ids or return_tokens_as_token_ids (vLLM does)"
+                )
+        token_logprobs = logprobs.get("token_logprobs")
+        if token_logprobs is not None and len(token_logprobs) != len(token_ids):
+            token_logprobs = None
+        finish = choice.get("finish_reason")
+        stop_reason = {"stop": "stop", "length": "length"}.get(finish, "abort")
+        stop_value = choice.get("stop_reason")
+        return GenerationOutput(
+            token_ids=[int(t) for t in token_ids],
+            logprobs=[float(x) for x in token_logprobs] if token_logprobs is not None else None,
+            stop_reason=stop_reason,  # type: ignore[arg-type]
+            stop_string=stop_value if isinstance(stop_value, str) else None,
+        )

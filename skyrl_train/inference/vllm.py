@@ -1,0 +1,167 @@
+"""`VLLMEngine`: vLLM's async engine behind the `InferenceEngine` interface (GPU only).
+
+Imported only when chosen (`make_engine("vllm", ...)`), so nothing else needs vLLM installed. Prompts go in as
+token ids (`{"prompt_token_ids": ...}`), logprobs of the sampled tokens come back (vLLM computes them from the
+raw logits, like `HFEngine`), stop strings stay in the output (`include_stop_str_in_output`). Weights are
+updated in place by named tensors through a small worker extension that calls the model's own
+`load_weights`; sleep mode frees the GPU between rollouts when the engine was built with
+`enable_sleep_mode=True`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from skyrl_train.inference.base import GenerationOutput, InferenceEngine, SamplingParams
+
+try:
+    import vllm
+except ImportError as error:  # pragma: no cover - depends on the machine
+    raise ImportError(
+        "the 'vllm' inference engine needs vLLM and a CUDA GPU: pip install 'skyrl[vllm]'; "
+        "on a CPU use generator.backend=hf"
+    ) from error
+
+
+class WorkerExtension:
+    """Mixed into every vLLM worker (`worker_extension_cls`): loads named tensors into the model."""
+
+    def skyrl_load_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
+        device = next(self.model_runner.model.parameters()).device  # type: ignore[attr-defined]
+        weights = [(name, tensor.to(device, non_blocking=True)) for name, tensor in named_tensors]
+        self.model_runner.model.load_weights(weights=weights)  # type: ignore[attr-defined]
+        torch.cuda.synchronize()
+        return len(weights)
+
+
+class VLLMEngine(InferenceEngine):
+    """vLLM on one or more GPUs (tensor parallel), token in / token out.
+
+    `model_path`: a Hugging Face name or folder ("embedded:..." names resolve to their cached folder).
+    `update_chunk_bytes`: weights are sent to the workers in chunks of about this size.
+    Other keyword arguments go to `vllm.AsyncEngineArgs` (e.g. `max_model_len`, `enforce_eager`).
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        tokenizer: Any = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.8,
+        dtype: str = "bfloat16",
+        seed: int = 0,
+        enable_sleep_mode: bool = False,
+        enable_prefix_caching: bool = True,
+        update_chunk_bytes: int = 1 << 30,
+        **engine_kwargs: Any,
+    ) -> None:
+        from skyrl_train.models import load_tokenizer, resolve_model_path
+
+        path = resolve_model_path(model_path)
+        self._tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_path)
+        self.enable_sleep_mode = enable_sleep_mode
+        self.update_chunk_bytes = update_chunk_bytes
+        args = vllm.AsyncEngineArgs(
+            model=path,
+            tokenizer=path,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype,
+            seed=seed,
+            enable_sleep_mode=enable_sleep_mode,
+            enable_prefix_caching=enable_prefix_caching,
+            worker_extension_cls=f"{__name__}.WorkerExtension",
+            **engine_kwargs,
+        )
+        self._engine = vllm.AsyncLLMEngine.from_engine_args(args)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    async def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> list[GenerationOutput]:
+        import asyncio
+
+        return list(
+            await asyncio.gather(*(self._generate_one(list(p), params, i) for i, p in enumerate(prompts)))
+        )
+
+    async def _generate_one(self, prompt: list[int], params: SamplingParams, index: int) -> GenerationOutput:
+        if not prompt:
+            raise ValueError(f"prompt {index} is empty")
+        seed = None if params.seed is None else (params.seed * 0x9E3779B1 + index) % (1 << 63)
+        sampling = vllm.SamplingParams(
+            n=1,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k if params.top_k > 0 else -1,
+            min_p=params.min_p,
+            max_tokens=params.max_tokens,
+            stop=list(params.stop or []) or None,
+            stop_token_ids=list(params.stop_token_ids or []) or None,
+            include_stop_str_in_output=True,
+            ignore_eos=params.ignore_eos,
+            skip_special_tokens=False,
+            logprobs=0,
+            seed=seed,
+        )
+        final = None
+        async for output in self._engine.generate(
+            {"prompt_token_ids": prompt}, sampling, request_id=uuid.uuid4().hex
+        ):
+            final = output
+        if final is None or not final.outputs:
+            return GenerationOutput([], [], "abort")
+        completion = final.outputs[0]
+        token_ids = list(completion.token_ids)
+        logprobs = None
+        if completion.logprobs is not None:
+            logprobs = [
+                float(step[token].logprob) for step, token in zip(completion.logprobs, token_ids, strict=True)
+            ]
+        finish = completion.finish_reason
+        stop_value = completion.stop_reason
+        return GenerationOutput(
+            token_ids=token_ids,
+            logprobs=logprobs,
+            stop_reason={"stop": "stop", "length": "length"}.get(finish, "abort"),  # type: ignore[arg-type]
+            stop_string=stop_value if isinstance(stop_value, str) else None,
+        )
+
+    async def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Send the tensors to every worker in chunks, load them with the model's `load_weights`."""
+        chunk: list[tuple[str, torch.Tensor]] = []
+        size = 0
+        for name, tensor in named_tensors:
+            if hasattr(tensor, "full_tensor"):
+                tensor = tensor.full_tensor()
+            tensor = tensor.detach().to("cpu").contiguous()
+            chunk.append((name, tensor))
+            size += tensor.numel() * tensor.element_size()
+            if size >= self.update_chunk_bytes:
+                await self._engine.collective_rpc("skyrl_load_weights", args=(chunk,))
+                chunk, size = [], 0
+        if chunk:
+            await self._engine.collective_rpc("skyrl_load_weights", args=(chunk,))
+        await self._engine.reset_prefix_cache()
+
+    async def sleep(self) -> None:
+        if self.enable_sleep_mode:
+            await self._engine.reset_prefix_cache()
+            await self._engine.sleep(level=1)
+
+    async def wake_up(self) -> None:
+        if self.enable_sleep_mode:
+            await self._engine.wake_up()
+
+    def close(self) -> None:
+        shutdown = getattr(self._engine, "shutdown", None)
+        if shutdown is not None:
+            shutdown()

@@ -1,0 +1,127 @@
+"""The whole training loop on a tiny random model over the real text2sql environment: warm-up, GRPO steps,
+evaluation, run folder, checkpoint and resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from skyrl_gym.envs.sql.data import load_split
+from skyrl_gym.envs.sql.database import open_database
+from skyrl_gym.envs.sql.prompts import build_compact_prompt
+from skyrl_train.config import load_config
+from skyrl_train.models import load_tokenizer
+from skyrl_train.trainer import Trainer, pass_at_k
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer random Llama with the embedded model's tokenizer (real chat template)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny_model")
+    tokenizer = load_tokenizer("embedded:smollm2-135m")
+    tokenizer.save_pretrained(path)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def sql_files(tmp_path_factory):
+    """A few compact text2sql rows: train from the synthetic train split, validation from dev."""
+    out = tmp_path_factory.mktemp("sql_data")
+    for split, name, count in (("train", "train", 8), ("dev", "validation", 4)):
+        rows = [r for r in load_split(split) if r["extra_info"]["level"] == "easy"][:count]
+        with (out / f"{name}.jsonl").open("w") as handle:
+            for row in rows:
+                with open_database(row["db_path"]) as db:
+                    row["prompt"] = build_compact_prompt(db, row["extra_info"]["question"])
+                handle.write(json.dumps(row) + "\n")
+    return out
+
+
+def _config(tiny_model, sql_files, run_dir, *overrides):
+    return load_config(
+        "sql_cpu",
+        [
+            f"trainer.policy.model.path={tiny_model}",
+            f"data.train_data=[{sql_files / 'train.jsonl'}]",
+            f"data.val_data=[{sql_files / 'validation.jsonl'}]",
+            f"trainer.run_dir={run_dir}",
+            "trainer.train_batch_size=2",
+            "trainer.policy_mini_batch_size=2",
+            "trainer.micro_train_batch_size_per_gpu=4",
+            "trainer.sft_warmup.steps=1",
+            "trainer.sft_warmup.batch_size=4",
+            "trainer.ckpt_interval=1",
+            "trainer.max_wall_time_s=null",
+            "trainer.logger=[jsonl,tensorboard]",
+            "generator.n_samples_per_prompt=2",
+            "generator.sampling_params.max_generate_length=16",
+            "generator.eval_sampling_params.max_generate_length=16",
+            "generator.max_turns=2",
+            "trainer.policy.optimizer_config.lr=1e-3",
+            *overrides,
+        ],
+    )
+
+
+def test_fit_writes_the_run_folder_and_resumes(tiny_model, sql_files, tmp_path):
+    run_dir = tmp_path / "run"
+    with Trainer(_config(tiny_model, sql_files, run_dir, "trainer.max_steps=2")) as trainer:
+        before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+        summary = trainer.fit()
+        after = trainer.policy.model.state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in before), "training did not move the weights"
+    assert summary["steps"] == 2 and summary["stopped_by"] == "max_steps"
+    stages = [e["stage"] for e in summary["evaluations"]]
+    assert stages == ["before", "after warm-up", "after RL"]
+    for e in summary["evaluations"]:
+        assert e["eval/num_prompts"] == 4.0 and 0.0 <= e["eval/accuracy"] <= 1.0
+    assert json.loads((run_dir / "summary.json").read_text())["steps"] == 2
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if "generate/reward_mean" in line]
+    assert len(steps) == 2 and all("time/generate_s" in s and "policy/grad_norm" in s for s in steps)
+    assert any("warmup/nll" in line for line in lines)
+    assert (run_dir / "learning_curve.png").stat().st_size > 0
+    assert (run_dir / "config.yaml").exists()
+    assert (run_dir / "checkpoints" / "step_2").is_dir()
+
+    # A second run over the same folder resumes after step 2 (no warm-up again) and takes step 3.
+    with Trainer(_config(tiny_model, sql_files, run_dir, "trainer.max_steps=3")) as trainer:
+        assert trainer.step == 2
+        summary = trainer.fit()
+    assert summary["steps"] == 3
+    assert [e["stage"] for e in summary["evaluations"]] == ["after RL"]
+
+
+def test_pass_at_k_matches_the_closed_form():
+    assert pass_at_k(4, 0, 1) == 0.0
+    assert pass_at_k(4, 4, 2) == 1.0
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - (3 / 4) * (2 / 3))
+
+
+def test_gpu_recipe_validates():
+    cfg = load_config("sql_qwen7b_8gpu")
+    assert cfg.trainer.policy.model.path == "Qwen/Qwen2.5-Coder-7B-Instruct"
+    assert cfg.generator.backend == "vllm" and cfg.trainer.placement.backend == "cuda"
+    assert cfg.trainer.train_batch_size == 256 and cfg.generator.n_samples_per_prompt == 5
+    assert cfg.generator.max_turns == 6 and cfg.trainer.policy.optimizer_config.lr == 1e-6
+    assert cfg.generator.sampling_params.temperature == 0.6 and cfg.generator.sampling_params.top_p == 0.95
+    assert set(cfg.generator.sampling_params.stop) == {"</sql>", "</solution>"}
