@@ -37,7 +37,14 @@ def _train(args: argparse.Namespace) -> int:
     cfg = _load(args)
     with Trainer(cfg) as trainer:
         summary = trainer.fit()
-    print(json.dumps({k: v for k, v in summary.items() if k != "evaluations"}, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("evaluations", "stages")}, indent=2))
+    if summary["stages"]:
+        print(f"{'evaluation':16} {'step':>5} {'correct':>12} {'accuracy':>9} {'valid format':>13}")
+        for st in summary["stages"]:
+            share = f"{st['correct']}/{st['questions']}"
+            print(
+                f"{st['stage']:16} {st['step']:5d} {share:>12} {st['accuracy']:9.1%} {st['valid_format_rate']:13.1%}"
+            )
     print(f"run folder: {cfg.trainer.run_dir}")
     return 0
 

@@ -448,12 +448,18 @@ class Trainer:
             "eval_prompts": len(self.val_rows),
             "evaluations": evals,
         }
-        if len(evals) >= 2:
-            first, last = evals[0], evals[-1]
-            for key in ("eval/accuracy", "eval/valid_format_rate", "eval/reward_mean"):
-                if key in first and key in last:
-                    summary[f"{key}/before"] = first[key]
-                    summary[f"{key}/after"] = last[key]
+        summary["stages"] = [
+            {
+                "stage": e["stage"],
+                "step": e["step"],
+                "questions": int(e["eval/num_prompts"]),
+                "correct": round(e["eval/accuracy"] * (e["eval/num_trajectories"] - e["eval/num_errors"])),
+                "accuracy": e["eval/accuracy"],
+                "valid_format_rate": e["eval/valid_format_rate"],
+                "errors": int(e["eval/num_errors"]),
+            }
+            for e in evals
+        ]
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         metrics_path = self.tracker.metrics_path
         if metrics_path is not None and metrics_path.exists():

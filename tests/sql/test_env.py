@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,7 +22,6 @@ from skyrl_gym.envs.sql.env import Text2SQLConfig, format_result
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import episodes, tag_actions
 
-HAS_BUNDLED_DATA = importlib.util.find_spec("skyrl_gym.envs.sql.data") is not None
 COUNT_ORDERS = "SELECT COUNT(*) FROM orders"
 
 
@@ -323,9 +321,6 @@ def test_check_env_with_explicit_tasks(shop_files, engine):
     assert report.ok and not report.skipped, report.summary()
 
 
-@pytest.mark.skipif(
-    not HAS_BUNDLED_DATA, reason="the bundled dataset (skyrl_gym.envs.sql.data) is not there yet"
-)
 def test_check_env_with_seeds_and_gymnasium():
     report = check_env(lambda: skyrl_gym.make("text2sql"), seeds=(0, 1))
     assert report.ok, report.summary()

@@ -93,7 +93,8 @@ def test_fit_writes_the_run_folder_and_resumes(tiny_model, sql_files, tmp_path):
     assert stages == ["before", "after warm-up", "after RL"]
     for e in summary["evaluations"]:
         assert e["eval/num_prompts"] == 4.0 and 0.0 <= e["eval/accuracy"] <= 1.0
-    assert json.loads((run_dir / "summary.json").read_text())["steps"] == 2
+    saved = json.loads((run_dir / "summary.json").read_text())
+    assert saved["steps"] == 2 and [st["questions"] for st in saved["stages"]] == [4, 4, 4]
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [line for line in lines if "generate/reward_mean" in line]
     assert len(steps) == 2 and all("time/generate_s" in s and "policy/grad_norm" in s for s in steps)
