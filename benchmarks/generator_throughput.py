@@ -78,7 +78,9 @@ def main() -> None:
     tokenizer = load_tokenizer(MODEL)
     model = load_model(MODEL)
     data = rows(args.prompts)
-    prompts = [tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True) for r in data]
+    prompts = [
+        tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True) for r in data
+    ]
     prompts = [list(p["input_ids"]) if hasattr(p, "keys") else list(p) for p in prompts]
     engine = make_engine("hf", model=model, tokenizer=tokenizer, max_batch_size=args.prompts * args.samples)
     generator = MultiTurnGenerator(engine, tokenizer, default_env_class="math", max_turns=1)

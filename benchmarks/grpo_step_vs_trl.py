@@ -87,7 +87,10 @@ def trl(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], float
     truths = {r["prompt"][-1]["content"]: r["reward_spec"]["ground_truth"] for r in rows}
 
     def reward(completions, prompts, **kwargs):
-        return [score(c[-1]["content"], truths[p[-1]["content"]]) for c, p in zip(completions, prompts, strict=True)]
+        return [
+            score(c[-1]["content"], truths[p[-1]["content"]])
+            for c, p in zip(completions, prompts, strict=True)
+        ]
 
     class Timer(TrainerCallback):
         def __init__(self):

@@ -18,6 +18,8 @@ DEFAULT_PATTERNS = (
     r"reward.*mean|mean.*reward",
     r"pass_rate|pass@",
     r"^eval.*(acc|accuracy|pass|reward)",
+    r"^eval/valid_format_rate$",
+    r"^warmup/nll$",
 )
 
 
