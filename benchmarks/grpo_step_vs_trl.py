@@ -78,10 +78,10 @@ def ours(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], floa
 
 def trl(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], float]:
     import torch
-    from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from datasets import Dataset
     from skyrl_train.models import load_model, load_tokenizer
 
     truths = {r["prompt"][-1]["content"]: r["reward_spec"]["ground_truth"] for r in rows}
