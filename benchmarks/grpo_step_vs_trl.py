@@ -12,6 +12,7 @@ median seconds per step after the first (which warms caches up). TRL is installe
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -37,7 +38,7 @@ def math_rows(n: int) -> list[dict]:
     return rows
 
 
-def ours(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], float]:
+def run_ours(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], float]:
     from skyrl_train.config import load_config
     from skyrl_train.trainer import Trainer
 
@@ -76,7 +77,7 @@ def ours(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], floa
     return [line["time/step_s"] for line in steps_], statistics.mean(lengths)
 
 
-def trl(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], float]:
+def run_trl(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], float]:
     import torch
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -141,15 +142,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
-    try:
-        import trl  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("trl") is None:
         sys.exit("this benchmark compares with TRL: pip install trl (it is not a dependency of the project)")
     rows = math_rows(PROMPTS * max(args.steps, 1))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        ours_times, ours_len = ours(rows, args.steps, work)
-        trl_times, trl_len = trl(rows, args.steps, work)
+        ours_times, ours_len = run_ours(rows, args.steps, work)
+        trl_times, trl_len = run_trl(rows, args.steps, work)
 
     def typical(times: list[float]) -> float:
         return statistics.median(times[1:] if len(times) > 1 else times)
