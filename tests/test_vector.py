@@ -445,3 +445,23 @@ def test_single_env_astep_and_ainit_return_errors_instead_of_raising():
         assert quick["observations"] == user(" echo: b")
 
     asyncio.run(main())
+
+
+def test_an_environment_made_after_its_factory_timed_out_is_closed():
+    import threading as _threading
+
+    from skyrl_gym.vector import VectorEnv
+
+    closed = _threading.Event()
+
+    class Late(BaseTextEnv):
+        def close(self):
+            closed.set()
+
+    def slow_factory():
+        time.sleep(0.5)
+        return Late()
+
+    with pytest.raises(skyrl_gym.Error, match="timed out"):
+        VectorEnv([slow_factory], init_timeout_s=0.1)
+    assert closed.wait(3.0)

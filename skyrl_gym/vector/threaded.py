@@ -55,6 +55,40 @@ class _Batch:
         self.jobs.append(Job(fn, timeout_s))
 
 
+class _LateClose:
+    """Calls a factory; if the caller gave up waiting (``abandon``), closes what it returns afterwards."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self.factory = factory
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._made: Any = None
+
+    def __call__(self) -> Any:
+        env = self.factory()
+        with self._lock:
+            if not self._abandoned:
+                self._made = env
+                return env
+        _close_quietly(env)
+        return env
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            made, self._made = self._made, None
+        if made is not None:  # it arrived between the deadline and now
+            _close_quietly(made)
+
+
+def _close_quietly(env: Any) -> None:
+    if _is_env(env):
+        try:
+            env.close()
+        except Exception:
+            logger.warning("closing %s, made after its factory timed out, failed", env, exc_info=True)
+
+
 class VectorEnv:
     """N environments initialised and stepped concurrently on daemon threads.
 
@@ -367,12 +401,14 @@ class VectorEnv:
                 made.append(i)
         if not made:
             return envs
-        calls = run_all(self._pool, [Job(items[i], self._init_timeouts[i]) for i in made])
+        late = {i: _LateClose(items[i]) for i in made}
+        calls = run_all(self._pool, [Job(late[i], self._init_timeouts[i]) for i in made])
         failure: BaseException | None = None
         for i, call in zip(made, calls, strict=True):
             outcome = call.outcome
             assert outcome is not None
             if outcome.timed_out:
+                late[i].abandon()  # an environment the factory returns later is closed, not leaked
                 problem: BaseException | None = Error(
                     f"making environment {i} timed out after {self._init_timeouts[i]:g} s"
                 )

@@ -126,3 +126,33 @@ def test_gpu_recipe_validates():
     assert cfg.generator.max_turns == 6 and cfg.trainer.policy.optimizer_config.lr == 1e-6
     assert cfg.generator.sampling_params.temperature == 0.6 and cfg.generator.sampling_params.top_p == 0.95
     assert set(cfg.generator.sampling_params.stop) == {"</sql>", "</solution>"}
+
+
+def test_eval_command_reports_pass_at_k_from_the_last_checkpoint(tiny_model, sql_files, tmp_path, capsys):
+    from skyrl_train.cli import main
+
+    run_dir = tmp_path / "run"
+    with Trainer(
+        _config(tiny_model, sql_files, run_dir, "trainer.max_steps=1", "trainer.sft_warmup.steps=0")
+    ) as trainer:
+        trainer.fit()
+    overrides = [
+        f"trainer.policy.model.path={tiny_model}",
+        f"data.train_data=[{sql_files / 'train.jsonl'}]",
+        f"data.val_data=[{sql_files / 'validation.jsonl'}]",
+        f"trainer.run_dir={run_dir}",
+        "trainer.train_batch_size=2",
+        "trainer.policy_mini_batch_size=2",
+        "trainer.micro_train_batch_size_per_gpu=4",
+        "generator.n_samples_per_prompt=2",
+        "generator.eval_n_samples_per_prompt=3",
+        "generator.eval_sampling_params.temperature=0.8",
+        "generator.eval_sampling_params.max_generate_length=16",
+        "trainer.logger=[jsonl]",
+    ]
+    assert main(["eval", "sql_cpu", *overrides]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads(printed[printed.index("{") :])
+    assert report["step"] == 1  # the checkpoint of step 1 was loaded
+    assert report["eval/num_trajectories"] == 12.0  # 4 questions x 3 samples
+    assert 0.0 <= report["eval/pass@1"] <= report["eval/pass@3"] <= 1.0
