@@ -23,7 +23,20 @@ from typing import Any, TypedDict
 from skyrl_gym.core import ConversationType, Env, MessageType
 from skyrl_gym.errors import BudgetExceeded
 
-__all__ = ["BaseTextEnv", "BaseTextEnvStepOutput", "ConversationType", "MessageType"]
+__all__ = ["BaseTextEnv", "BaseTextEnvStepOutput", "ConversationType", "MessageType", "positive_int"]
+
+
+def positive_int(value: Any, what: str) -> int:
+    """``value`` as a positive int (e.g. ``max_turns`` from a dataset row, which may hold numpy integers or
+    integral floats); a clear ``ValueError`` naming ``what`` otherwise."""
+    try:
+        number = int(value)
+        valid = not isinstance(value, bool) and number == value and number >= 1
+    except (TypeError, ValueError, OverflowError):
+        valid = False
+    if not valid:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return number
 
 
 class BaseTextEnvStepOutput(TypedDict, total=False):

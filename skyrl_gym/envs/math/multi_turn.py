@@ -11,7 +11,7 @@ from typing import Any
 
 from skyrl_gym.budget import END_TRUNCATED
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import BaseTextEnvStepOutput
+from skyrl_gym.envs.base_text_env import BaseTextEnvStepOutput, positive_int
 from skyrl_gym.envs.math import tasks
 from skyrl_gym.envs.math.env import MathEnv
 
@@ -25,18 +25,6 @@ def _config_value(env_config: Any, key: str) -> Any:
         return None
     getter = getattr(env_config, "get", None)
     return getter(key) if callable(getter) else getattr(env_config, key, None)
-
-
-def _positive_int(value: Any) -> int:
-    """``value`` as a positive int; dataset columns may hold numpy integers or integral floats."""
-    try:
-        number = int(value)
-        valid = not isinstance(value, bool) and number == value and number >= 1
-    except (TypeError, ValueError, OverflowError):
-        valid = False
-    if not valid:
-        raise ValueError(f"max_turns must be a positive integer, got {value!r}")
-    return number
 
 
 def _turns_left(n: int) -> str:
@@ -57,7 +45,7 @@ class MultiTurnMathEnv(MathEnv):
             max_turns = _config_value(env_config, "max_turns")
         if max_turns is None:
             max_turns = DEFAULT_MAX_TURNS
-        self.max_turns = _positive_int(max_turns)
+        self.max_turns = positive_int(max_turns, "max_turns")
         self.answers: list[Any] = []
 
     def sample_task(self, seed: int | None = None) -> Task:

@@ -30,7 +30,7 @@ from typing import Any
 
 from skyrl_gym.budget import END_TRUNCATED
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType, positive_int
 from skyrl_gym.envs.sql.database import (
     DEFAULT_TIMEOUT_S,
     Database,
@@ -156,17 +156,6 @@ def _check_type(name: str, value: Any, types: Any, *, positive: bool = False) ->
         raise ValueError(f"env_config.{name} must be finite, got {value!r}")
     if positive and value <= 0:
         raise ValueError(f"env_config.{name} must be positive, got {value!r}")
-
-
-def _positive_int(value: Any, what: str) -> int:
-    try:
-        number = int(value)
-        valid = not isinstance(value, bool) and number == value and number >= 1
-    except (TypeError, ValueError, OverflowError):
-        valid = False
-    if not valid:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-    return number
 
 
 # -- showing results to the model ----------------------------------------------------------------------------
@@ -300,7 +289,7 @@ class Text2SQLEnv(BaseTextEnv):
             ground_truth if isinstance(ground_truth, str) and ground_truth.strip() else None
         )
         max_turns = self.extras.get("max_turns")
-        self.max_turns = _positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
+        self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
         self.history: list[str] = []
         self.queries = 0
         self.query_errors = 0
