@@ -35,3 +35,21 @@ register(
     budget={"step_timeout_s": 30.0, "max_observation_chars": 8192},
     description="multi-turn text-to-SQL on a DuckDB or SQLite database (SkyRL-SQL's <sql>/<solution> protocol)",
 )
+register(
+    id="python",
+    entry_point="skyrl_gym.envs.python.env:PythonEnv",
+    budget={"step_timeout_s": 60.0, "episode_timeout_s": 600.0, "max_observation_chars": 8192},
+    description="math with a sandboxed Python interpreter (ToRL style); tasks from reasoning-gym; \\boxed{} answer",
+)
+register(
+    id="code",
+    entry_point="skyrl_gym.envs.code.env:CodeEnv",
+    budget={"step_timeout_s": 120.0, "episode_timeout_s": 900.0, "max_observation_chars": 8192},
+    description="code generation judged by tests in a sandbox: HumanEval and stdin/stdout problems",
+)
+register(
+    id="search",
+    entry_point="skyrl_gym.envs.search.env:SearchEnv",
+    budget={"step_timeout_s": 60.0, "max_observation_chars": 8192},
+    description="question answering with a search engine (Search-R1's <search>/<information>/<answer> protocol)",
+)

@@ -1,0 +1,284 @@
+"""The ``bwrap`` backend: bubblewrap namespaces, an unprivileged user and cgroup limits.
+
+Each run starts ``bwrap`` with new network (no interfaces but loopback: no network at all), PID, mount, IPC,
+UTS, cgroup and user namespaces, and:
+
+- a read-only view of the system: ``/usr`` (and the ``/bin``, ``/lib*`` links into it), a handful of files from
+  ``/etc`` (no ``/etc/shadow``; ``/etc/passwd`` is a two-line file of our own), plus any ``ro_paths`` asked for;
+  the host's ``/home``, ``/root``, ``/work``, ``/tmp``, ``/var`` and so on do not exist inside;
+- a private work folder ``/work`` (the current directory, where the run's files are copied) and a private
+  ``/tmp``, both memory-backed (``tmpfs``) of ``max_file_mb`` each, so nothing is written to the host's disk and
+  nothing can be left behind;
+- a cleared environment (``PATH``, ``HOME=/work``, ``LANG`` and what the caller passes), so the host's
+  variables (tokens, keys) never reach the code;
+- when started as root: the run goes into its own control group (memory incl. swap, pids, CPU quota) and
+  ``bwrap`` itself is started as the unprivileged user ``nobody`` (uid 65534), so even a sandbox escape lands
+  without privileges; otherwise the caller's own uid and ``setrlimit`` limits.
+
+``--die-with-parent`` and the PID namespace make the whole process tree die with the run (or with the
+caller, even when it is SIGKILLed); cgroups left by a killed caller are swept when the next sandbox starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import resource
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from skyrl_gym.runtime import _keeper, cgroups
+from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess
+from skyrl_gym.runtime.process import _LIBC, PR_SET_PDEATHSIG
+
+__all__ = ["BwrapSandbox", "bwrap_available", "SANDBOX_UID"]
+
+SANDBOX_UID = 65534
+WORKDIR = "/work"
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/python3.12",
+    "/etc/ssl/certs",
+)
+PASSWD = f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKDIR}:/bin/sh\n"
+GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n"
+
+
+def _system_binds() -> list[str]:
+    """``/usr`` read-only, and ``/bin``, ``/lib``... as the host has them (links into /usr or folders)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), f"/{name}"]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), f"/{name}"]
+    for path in ETC_FILES:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_available() -> tuple[bool, str]:
+    """Whether bubblewrap runs here, and why not when it does not (tried once per process)."""
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return False, "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    try:
+        sandbox = BwrapSandbox(Limits(timeout_s=10, memory_mb=256))
+        result = sandbox.run(["/bin/sh", "-c", "echo ok"])
+    except OSError as exc:
+        return False, f"bubblewrap could not start: {exc}"
+    if result.stdout.strip() != "ok":
+        return False, f"bubblewrap could not start a sandbox: {result.stderr.strip() or result.explain()}"
+    return True, ""
+
+
+def _memfd(name: str, content: str | bytes) -> int:
+    data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
+    fd = os.memfd_create(name, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+class BwrapSandbox(Sandbox):
+    """Runs commands inside bubblewrap namespaces as an unprivileged user (strong isolation).
+
+    Args:
+        limits: default limits of each run.
+        python: the interpreter inside the sandbox (default: the system's ``/usr/bin/python3``, which the
+            sandbox can see; the host's virtual environment is not visible unless listed in ``ro_paths``).
+        ro_paths: host paths to show read-only inside the sandbox at the same place.
+        cpus: CPU quota of each run, in cores (cgroups only); ``None`` for no quota.
+    """
+
+    name = "bwrap"
+    isolation = "namespaces"
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        python: str | None = None,
+        ro_paths: Sequence[str] = (),
+        cpus: float | None = 1.0,
+    ):
+        super().__init__(limits, python)
+        self.ro_paths = [os.path.abspath(p) for p in ro_paths]
+        self.cpus = cpus
+        self.as_root = os.geteuid() == 0
+        self.use_cgroups = self.as_root and cgroups.available()
+        if self.use_cgroups:
+            cgroups.sweep_stale()
+
+    def default_python(self) -> str:
+        for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+            if os.path.exists(candidate):
+                return candidate
+        return "python3"
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        info["enforced"] = {
+            "memory": "cgroup" if self.use_cgroups else "rlimit-as",
+            "processes": "cgroup" if self.use_cgroups else "rlimit-nproc",
+            "cpu": "cgroup quota + rlimit-cpu" if self.use_cgroups and self.cpus else "rlimit-cpu",
+            "network": "none (own network namespace)",
+            "filesystem": "read-only system, private /work and /tmp",
+            "user": "nobody" if self.as_root else "caller",
+        }
+        return info
+
+    def _arguments(
+        self, limits: Limits, file_fds: list[tuple[int, str]], passwd_fds: tuple[int, int]
+    ) -> list[str]:
+        size = str(limits.max_file_mb * 1024 * 1024)
+        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        args += _system_binds()
+        for path in self.ro_paths:
+            args += ["--ro-bind", path, path]
+        args += ["--ro-bind-data", str(passwd_fds[0]), "/etc/passwd"]
+        args += ["--ro-bind-data", str(passwd_fds[1]), "/etc/group"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", WORKDIR]
+        folders: set[str] = set()
+        for _, relative in file_fds:
+            parent = os.path.dirname(relative)
+            while parent:
+                folders.add(parent)
+                parent = os.path.dirname(parent)
+        for folder in sorted(folders, key=len):
+            args += ["--dir", f"{WORKDIR}/{folder}"]
+        for fd, relative in file_fds:
+            args += ["--file", str(fd), f"{WORKDIR}/{relative}"]
+        args += ["--chdir", WORKDIR, "--clearenv"]
+        return args
+
+    def spawn(
+        self,
+        command: Sequence[str],
+        *,
+        files: FileMap | None = None,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr_to_stdout: bool = False,
+    ) -> SandboxProcess:
+        limits = limits or self.limits
+        file_fds: list[tuple[int, str]] = []
+        fds: list[int] = []
+        group: cgroups.Cgroup | None = None
+        try:
+            for relative, content in (files or {}).items():
+                normal = os.path.normpath(relative)
+                if os.path.isabs(relative) or normal.startswith(".."):
+                    raise ValueError(
+                        f"sandbox file path {relative!r} must be relative and stay in the work folder"
+                    )
+                fds.append(_memfd("file", content))
+                file_fds.append((fds[-1], normal))
+            passwd_fds = (_memfd("passwd", PASSWD), _memfd("group", GROUP))
+            fds += passwd_fds
+            environment = {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": WORKDIR,
+                "TMPDIR": "/tmp",
+                "LANG": "C.UTF-8",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                **(env or {}),
+            }
+            args = self._arguments(limits, file_fds, passwd_fds)
+            for key, value in environment.items():
+                args += ["--setenv", key, value]
+            args += ["--", *command]
+            if self.use_cgroups:
+                group = cgroups.Cgroup(limits.memory_mb * 1024 * 1024, limits.max_processes, self.cpus)
+            preexec = _child_setup(limits, group, self.as_root)
+            popen = _keeper.call(
+                lambda: subprocess.Popen(
+                    args,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT if stderr_to_stdout else subprocess.PIPE,
+                    pass_fds=fds,
+                    env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+                    cwd="/",
+                    preexec_fn=preexec,
+                    start_new_session=True,
+                )
+            )
+        except BaseException:
+            if group is not None:
+                group.destroy()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+        def release() -> None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                popen.wait(timeout=5)
+            if group is not None:
+                group.destroy()
+
+        process = SandboxProcess(popen, self.name, release)
+        process.cgroup = group  # type: ignore[attr-defined]
+        return process
+
+    def _exit_code(self, process: SandboxProcess) -> int | None:
+        code = process.popen.wait()
+        # bwrap reports a command killed by signal N as 128 + N, as a shell does
+        if code is not None and code > 128 and code - 128 < 65:
+            return -(code - 128)
+        return code
+
+    def _killed_for_memory(self, process: SandboxProcess) -> bool:
+        group = getattr(process, "cgroup", None)
+        return bool(group is not None and group.oom_killed())
+
+
+def _child_setup(limits: Limits, group: cgroups.Cgroup | None, as_root: bool):
+    """What runs in the child before ``bwrap`` starts: join the cgroup, set rlimits, drop to ``nobody``."""
+    procs = [str(folder / "cgroup.procs") for folder in group.dirs] if group is not None else []
+    memory = limits.memory_mb * 1024 * 1024
+    file_size = limits.max_file_mb * 1024 * 1024
+    cpu = limits.cpu_seconds
+    nproc = limits.max_processes
+
+    def apply() -> None:  # between fork and exec: only system calls
+        pid = str(os.getpid()).encode()
+        for path in procs:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+        if not procs:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if as_root:
+            os.setgroups([])
+            os.setgid(SANDBOX_UID)
+            os.setuid(SANDBOX_UID)
+        # after the uid change, which clears it
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return apply

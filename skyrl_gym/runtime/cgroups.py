@@ -1,0 +1,196 @@
+"""Control groups for sandboxed runs: memory, process-count and CPU limits on a command and all its children.
+
+One :class:`Cgroup` per run, created under ``/sys/fs/cgroup/<controller>/skyrl_sandbox/`` (cgroup v1, one
+folder per controller) or ``/sys/fs/cgroup/skyrl_sandbox/`` (cgroup v2), named after the owning process
+(``<pid>-<n>``). :meth:`Cgroup.destroy` kills whatever is left in it and removes it; groups whose owner died
+without cleaning up (a SIGKILLed trainer) are swept by :func:`sweep_stale` when the next sandbox starts.
+
+Only root (or a user the cgroup tree was delegated to) can do this; :func:`available` says whether it works
+here, and sandboxes fall back to ``setrlimit`` limits when it does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+
+__all__ = ["Cgroup", "available", "sweep_stale", "version"]
+
+ROOT = Path("/sys/fs/cgroup")
+GROUP = "skyrl_sandbox"
+V1_CONTROLLERS = ("memory", "pids", "cpu")
+_counter = itertools.count()
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+        return True
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def version() -> int | None:
+    """1 or 2 when this process can create control groups with the memory and pids controllers, else None."""
+    if (ROOT / "cgroup.controllers").exists():
+        controllers = (ROOT / "cgroup.controllers").read_text().split()
+        if {"memory", "pids"} <= set(controllers) and _can_create(ROOT / GROUP):
+            _write(ROOT / GROUP / "cgroup.subtree_control", "+memory +pids +cpu")
+            return 2
+        return None
+    if all((ROOT / c).is_dir() for c in ("memory", "pids")) and all(
+        _can_create(ROOT / c / GROUP) for c in ("memory", "pids")
+    ):
+        return 1
+    return None
+
+
+def available() -> bool:
+    """Whether sandboxes can put their runs in control groups here."""
+    return version() is not None
+
+
+def _can_create(parent: Path) -> bool:
+    try:
+        parent.mkdir(exist_ok=True)
+        probe = parent / f"probe-{os.getpid()}"
+        probe.mkdir(exist_ok=True)
+        probe.rmdir()
+        return True
+    except OSError:
+        return False
+
+
+class Cgroup:
+    """A control group with memory, pids and CPU limits; processes join it with :meth:`attach`."""
+
+    def __init__(self, memory_bytes: int, max_pids: int, cpus: float | None = None, owner: int | None = None):
+        self.version = version()
+        if self.version is None:
+            raise OSError("control groups are not available to this process")
+        self.name = f"{owner or os.getpid()}-{next(_counter)}"
+        if self.version == 1:
+            self.dirs = [ROOT / c / GROUP / self.name for c in V1_CONTROLLERS if (ROOT / c).is_dir()]
+        else:
+            self.dirs = [ROOT / GROUP / self.name]
+        for folder in self.dirs:
+            folder.mkdir(parents=True)
+        self._set_limits(memory_bytes, max_pids, cpus)
+
+    def _file(self, controller: str, name: str) -> Path:
+        if self.version == 2:
+            return self.dirs[0] / name
+        return ROOT / controller / GROUP / self.name / name
+
+    def _set_limits(self, memory_bytes: int, max_pids: int, cpus: float | None) -> None:
+        if self.version == 1:
+            _write(self._file("memory", "memory.limit_in_bytes"), str(memory_bytes))
+            # without this, the limit only covers RAM and a run could grow into swap
+            _write(self._file("memory", "memory.memsw.limit_in_bytes"), str(memory_bytes))
+            _write(self._file("memory", "memory.swappiness"), "0")
+            _write(self._file("pids", "pids.max"), str(max_pids))
+            if cpus:
+                _write(self._file("cpu", "cpu.cfs_period_us"), "100000")
+                _write(self._file("cpu", "cpu.cfs_quota_us"), str(int(cpus * 100000)))
+        else:
+            _write(self._file("memory", "memory.max"), str(memory_bytes))
+            _write(self._file("memory", "memory.swap.max"), "0")
+            _write(self._file("pids", "pids.max"), str(max_pids))
+            if cpus:
+                _write(self._file("cpu", "cpu.max"), f"{int(cpus * 100000)} 100000")
+
+    def attach(self, pid: int) -> None:
+        """Move ``pid`` into the group (its later children follow it)."""
+        for folder in self.dirs:
+            (folder / "cgroup.procs").write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        """The processes in the group now."""
+        found: set[int] = set()
+        for folder in self.dirs:
+            with contextlib.suppress(OSError):
+                found.update(int(line) for line in (folder / "cgroup.procs").read_text().split())
+        return sorted(found)
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the group for memory."""
+        try:
+            if self.version == 1:
+                text = self._file("memory", "memory.oom_control").read_text()
+                counts = dict(line.split() for line in text.splitlines() if line.strip())
+                if int(counts.get("oom_kill", 0)) > 0:
+                    return True
+                return (
+                    int(self._file("memory", "memory.failcnt").read_text()) > 0 and "oom_kill" not in counts
+                )
+            events = dict(
+                line.split() for line in self._file("memory", "memory.events").read_text().splitlines()
+            )
+            return int(events.get("oom_kill", 0)) > 0
+        except (OSError, ValueError):
+            return False
+
+    def destroy(self, timeout_s: float = 2.0) -> bool:
+        """Kill every process left in the group and remove it; False if something could not be removed."""
+        return _destroy(self.dirs, self.version, timeout_s)
+
+
+def _destroy(dirs: list[Path], cg_version: int | None, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    if cg_version == 2:
+        _write(dirs[0] / "cgroup.kill", "1")
+    while True:
+        remaining: set[int] = set()
+        for folder in dirs:
+            with contextlib.suppress(OSError):
+                remaining.update(int(line) for line in (folder / "cgroup.procs").read_text().split())
+        for pid in remaining:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        removed = True
+        for folder in dirs:
+            try:
+                folder.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                removed = False
+        if removed or time.monotonic() > deadline:
+            return removed
+        time.sleep(0.005)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale() -> int:
+    """Remove the groups of owners that died without cleaning up (killing what runs in them); returns how many."""
+    cg_version = version()
+    if cg_version is None:
+        return 0
+    parents = [ROOT / GROUP] if cg_version == 2 else [ROOT / c / GROUP for c in V1_CONTROLLERS]
+    names: set[str] = set()
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            names.update(p.name for p in parent.iterdir() if p.is_dir() and p.name[0].isdigit())
+    swept = 0
+    for name in sorted(names):
+        owner = int(name.split("-", 1)[0])
+        if owner == os.getpid() or _alive(owner):
+            continue
+        if _destroy([p / name for p in parents if (p / name).exists()], cg_version, 1.0):
+            swept += 1
+    return swept

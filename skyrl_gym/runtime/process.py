@@ -1,0 +1,148 @@
+"""The ``process`` backend: a child process with resource limits, for machines without namespaces.
+
+Each run gets a fresh work folder under ``<tmp>/skyrl_sandbox/`` (its current directory), a new session and
+process group, a cleared environment, and ``setrlimit`` limits: address space (memory), CPU time, file size,
+open files and, for users other than root, the number of processes. The process dies with its parent and its
+whole process group is killed at the end of the run.
+
+This is the weaker backend (``isolation = "rlimits"``): the code sees the host's files, network and
+processes as the user running it, and a child that leaves its process group (``setsid``) outlives the run.
+Use ``bwrap`` wherever it is available; :func:`skyrl_gym.runtime.make_sandbox` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from skyrl_gym.runtime import _keeper
+from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, write_files
+
+__all__ = ["ProcessSandbox", "work_root", "sweep_stale_folders"]
+
+PR_SET_PDEATHSIG = 1
+SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def work_root() -> Path:
+    """Where the work folders of ``process`` runs live: ``<tmp>/skyrl_sandbox``."""
+    return Path(tempfile.gettempdir()) / "skyrl_sandbox"
+
+
+def _owner_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_folders() -> int:
+    """Remove work folders whose owning process died without removing them; returns how many."""
+    swept = 0
+    root = work_root()
+    with contextlib.suppress(OSError):
+        for folder in root.iterdir():
+            owner = folder.name.split("-", 1)[0]
+            if owner.isdigit() and int(owner) != os.getpid() and not _owner_alive(int(owner)):
+                shutil.rmtree(folder, ignore_errors=True)
+                swept += 1
+    return swept
+
+
+def _rlimit_setter(limits: Limits, set_nproc: bool):
+    memory = limits.memory_mb * 1024 * 1024
+    file_size = limits.max_file_mb * 1024 * 1024
+    cpu = limits.cpu_seconds
+    nproc = limits.max_processes
+
+    def apply() -> None:  # runs in the child between fork and exec: no locks, no imports
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        if set_nproc:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return apply
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+class ProcessSandbox(Sandbox):
+    """Runs commands as child processes with ``setrlimit`` limits in a private work folder (weak isolation)."""
+
+    name = "process"
+    isolation = "rlimits"
+
+    def __init__(self, limits: Limits | None = None, python: str | None = None):
+        super().__init__(limits, python)
+        sweep_stale_folders()
+
+    def default_python(self) -> str:
+        return sys.executable
+
+    def spawn(
+        self,
+        command: Sequence[str],
+        *,
+        files: FileMap | None = None,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr_to_stdout: bool = False,
+    ) -> SandboxProcess:
+        limits = limits or self.limits
+        work_root().mkdir(parents=True, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=work_root())
+        try:
+            write_files(folder, files)
+            environment = {**SAFE_ENV, "HOME": folder, "TMPDIR": folder, **(env or {})}
+            popen = _keeper.call(
+                lambda: subprocess.Popen(
+                    list(command),
+                    cwd=folder,
+                    env=environment,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT if stderr_to_stdout else subprocess.PIPE,
+                    start_new_session=True,
+                    preexec_fn=_rlimit_setter(limits, set_nproc=os.geteuid() != 0),
+                    close_fds=True,
+                )
+            )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+        def release() -> None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                popen.wait(timeout=5)
+            shutil.rmtree(folder, ignore_errors=True)
+
+        return SandboxProcess(popen, self.name, release)
+
+    def describe(self) -> dict:
+        info = super().describe()
+        info["enforced"] = {
+            "memory": "rlimit-as",
+            "processes": "rlimit-nproc" if os.geteuid() != 0 else "none (root ignores RLIMIT_NPROC)",
+            "network": "none",
+            "filesystem": "none",
+        }
+        return info
