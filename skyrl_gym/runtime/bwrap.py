@@ -103,7 +103,8 @@ class BwrapSandbox(Sandbox):
         limits: default limits of each run.
         python: the interpreter inside the sandbox (default: the system's ``/usr/bin/python3``, which the
             sandbox can see; the host's virtual environment is not visible unless listed in ``ro_paths``).
-        ro_paths: host paths to show read-only inside the sandbox at the same place.
+        ro_paths: host paths to show read-only inside the sandbox at the same place (when started as root,
+            bwrap runs as ``nobody``, so the paths must be readable by every user).
         cpus: CPU quota of each run, in cores (cgroups only); ``None`` for no quota.
     """
 
@@ -149,12 +150,12 @@ class BwrapSandbox(Sandbox):
         size = str(limits.max_file_mb * 1024 * 1024)
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
         args += _system_binds()
-        for path in self.ro_paths:
-            args += ["--ro-bind", path, path]
         args += ["--ro-bind-data", str(passwd_fds[0]), "/etc/passwd"]
         args += ["--ro-bind-data", str(passwd_fds[1]), "/etc/group"]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", WORKDIR]
+        for path in self.ro_paths:  # after /tmp's tmpfs, which would hide a path under /tmp
+            args += ["--ro-bind", path, path]
         folders: set[str] = set()
         for _, relative in file_fds:
             parent = os.path.dirname(relative)
@@ -165,7 +166,8 @@ class BwrapSandbox(Sandbox):
             args += ["--dir", f"{WORKDIR}/{folder}"]
         for fd, relative in file_fds:
             args += ["--file", str(fd), f"{WORKDIR}/{relative}"]
-        args += ["--chdir", WORKDIR, "--clearenv"]
+        # the root is bwrap's own tmpfs: make it read-only once everything is mounted on it
+        args += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
         return args
 
     def spawn(
@@ -205,7 +207,7 @@ class BwrapSandbox(Sandbox):
                 args += ["--setenv", key, value]
             args += ["--", *command]
             if self.use_cgroups:
-                group = cgroups.Cgroup(limits.memory_mb * 1024 * 1024, limits.max_processes, self.cpus)
+                group = cgroups.acquire(limits.memory_mb * 1024 * 1024, limits.max_processes, self.cpus)
             preexec = _child_setup(limits, group, self.as_root)
             popen = _keeper.call(
                 lambda: subprocess.Popen(
@@ -222,19 +224,27 @@ class BwrapSandbox(Sandbox):
             )
         except BaseException:
             if group is not None:
-                group.destroy()
+                cgroups.release(group)
             raise
         finally:
             for fd in fds:
                 os.close(fd)
 
         def release() -> None:
+            # Kill the sandbox's first process (its PID namespace dies with it) and let bwrap reap it and
+            # exit; killing bwrap first would orphan that process as a zombie of the host's init.
+            if popen.poll() is None:
+                for child in _children(popen.pid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(child, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    popen.wait(timeout=1)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(popen.pid, signal.SIGKILL)
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 popen.wait(timeout=5)
             if group is not None:
-                group.destroy()
+                cgroups.release(group)
 
         process = SandboxProcess(popen, self.name, release)
         process.cgroup = group  # type: ignore[attr-defined]
@@ -250,6 +260,14 @@ class BwrapSandbox(Sandbox):
     def _killed_for_memory(self, process: SandboxProcess) -> bool:
         group = getattr(process, "cgroup", None)
         return bool(group is not None and group.oom_killed())
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            return [int(n) for n in handle.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _child_setup(limits: Limits, group: cgroups.Cgroup | None, as_root: bool):

@@ -1,9 +1,12 @@
 """Control groups for sandboxed runs: memory, process-count and CPU limits on a command and all its children.
 
-One :class:`Cgroup` per run, created under ``/sys/fs/cgroup/<controller>/skyrl_sandbox/`` (cgroup v1, one
+One :class:`Cgroup` per run at a time, under ``/sys/fs/cgroup/<controller>/skyrl_sandbox/`` (cgroup v1, one
 folder per controller) or ``/sys/fs/cgroup/skyrl_sandbox/`` (cgroup v2), named after the owning process
-(``<pid>-<n>``). :meth:`Cgroup.destroy` kills whatever is left in it and removes it; groups whose owner died
-without cleaning up (a SIGKILLed trainer) are swept by :func:`sweep_stale` when the next sandbox starts.
+(``<pid>-<n>``). Runs take a group with :func:`acquire` and give it back with :func:`release`, which kills
+whatever is left in it; emptied groups are kept for the next run, because the kernel's first allocations in a
+brand-new memory cgroup are slow (per-group kernel caches) and that cost would otherwise land on every run.
+Groups are removed at exit; those of an owner that died without cleaning up (a SIGKILLed trainer) are swept by
+:func:`sweep_stale` when the next sandbox starts.
 
 Only root (or a user the cgroup tree was delegated to) can do this; :func:`available` says whether it works
 here, and sandboxes fall back to ``setrlimit`` limits when it does not.
@@ -11,15 +14,17 @@ here, and sandboxes fall back to ``setrlimit`` limits when it does not.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
-__all__ = ["Cgroup", "available", "sweep_stale", "version"]
+__all__ = ["Cgroup", "acquire", "available", "release", "sweep_stale", "version"]
 
 ROOT = Path("/sys/fs/cgroup")
 GROUP = "skyrl_sandbox"
@@ -74,36 +79,39 @@ class Cgroup:
         self.version = version()
         if self.version is None:
             raise OSError("control groups are not available to this process")
-        self.name = f"{owner or os.getpid()}-{next(_counter)}"
+        self.owner = owner or os.getpid()
+        self.name = f"{self.owner}-{next(_counter)}"
         if self.version == 1:
             self.dirs = [ROOT / c / GROUP / self.name for c in V1_CONTROLLERS if (ROOT / c).is_dir()]
         else:
             self.dirs = [ROOT / GROUP / self.name]
         for folder in self.dirs:
             folder.mkdir(parents=True)
-        self._set_limits(memory_bytes, max_pids, cpus)
+        self._oom_base = 0
+        self.set_limits(memory_bytes, max_pids, cpus)
 
     def _file(self, controller: str, name: str) -> Path:
         if self.version == 2:
             return self.dirs[0] / name
         return ROOT / controller / GROUP / self.name / name
 
-    def _set_limits(self, memory_bytes: int, max_pids: int, cpus: float | None) -> None:
+    def set_limits(self, memory_bytes: int, max_pids: int, cpus: float | None) -> None:
+        """Set the limits (and start counting out-of-memory kills from zero)."""
+        self._oom_base = self._oom_kills()
         if self.version == 1:
+            _write(self._file("memory", "memory.failcnt"), "0")
             _write(self._file("memory", "memory.limit_in_bytes"), str(memory_bytes))
             # without this, the limit only covers RAM and a run could grow into swap
             _write(self._file("memory", "memory.memsw.limit_in_bytes"), str(memory_bytes))
             _write(self._file("memory", "memory.swappiness"), "0")
             _write(self._file("pids", "pids.max"), str(max_pids))
-            if cpus:
-                _write(self._file("cpu", "cpu.cfs_period_us"), "100000")
-                _write(self._file("cpu", "cpu.cfs_quota_us"), str(int(cpus * 100000)))
+            _write(self._file("cpu", "cpu.cfs_period_us"), "100000")
+            _write(self._file("cpu", "cpu.cfs_quota_us"), str(int(cpus * 100000)) if cpus else "-1")
         else:
             _write(self._file("memory", "memory.max"), str(memory_bytes))
             _write(self._file("memory", "memory.swap.max"), "0")
             _write(self._file("pids", "pids.max"), str(max_pids))
-            if cpus:
-                _write(self._file("cpu", "cpu.max"), f"{int(cpus * 100000)} 100000")
+            _write(self._file("cpu", "cpu.max"), f"{int(cpus * 100000)} 100000" if cpus else "max 100000")
 
     def attach(self, pid: int) -> None:
         """Move ``pid`` into the group (its later children follow it)."""
@@ -118,27 +126,74 @@ class Cgroup:
                 found.update(int(line) for line in (folder / "cgroup.procs").read_text().split())
         return sorted(found)
 
-    def oom_killed(self) -> bool:
-        """Whether the kernel killed a process of the group for memory."""
+    def _oom_kills(self) -> int:
         try:
-            if self.version == 1:
-                text = self._file("memory", "memory.oom_control").read_text()
-                counts = dict(line.split() for line in text.splitlines() if line.strip())
-                if int(counts.get("oom_kill", 0)) > 0:
-                    return True
-                return (
-                    int(self._file("memory", "memory.failcnt").read_text()) > 0 and "oom_kill" not in counts
-                )
-            events = dict(
-                line.split() for line in self._file("memory", "memory.events").read_text().splitlines()
-            )
-            return int(events.get("oom_kill", 0)) > 0
+            name = "memory.oom_control" if self.version == 1 else "memory.events"
+            lines = self._file("memory", name).read_text().splitlines()
+            return int(dict(line.split() for line in lines if line.strip()).get("oom_kill", 0))
         except (OSError, ValueError):
-            return False
+            return 0
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the group for memory since the limits were set."""
+        if self._oom_kills() > self._oom_base:
+            return True
+        if self.version == 1:  # kernels without the oom_kill counter: the limit was hit
+            with contextlib.suppress(OSError, ValueError):
+                return int(self._file("memory", "memory.failcnt").read_text()) > 0 and self._oom_base == 0
+        return False
+
+    def empty(self, timeout_s: float = 2.0) -> bool:
+        """Kill every process in the group; True once none is left."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = self.pids()
+            if not remaining:
+                return True
+            for pid in remaining:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
 
     def destroy(self, timeout_s: float = 2.0) -> bool:
         """Kill every process left in the group and remove it; False if something could not be removed."""
         return _destroy(self.dirs, self.version, timeout_s)
+
+
+POOL_SIZE = 16
+_pool: list[Cgroup] = []
+_pool_lock = threading.Lock()
+
+
+def acquire(memory_bytes: int, max_pids: int, cpus: float | None) -> Cgroup:
+    """An empty group with these limits: a kept one if there is one, else a new one."""
+    with _pool_lock:
+        group = _pool.pop() if _pool else None
+    if group is None or group.owner != os.getpid():  # a forked child must not share its parent's groups
+        return Cgroup(memory_bytes, max_pids, cpus)
+    group.set_limits(memory_bytes, max_pids, cpus)
+    return group
+
+
+def release(group: Cgroup) -> None:
+    """Kill what is left in ``group`` and keep it for the next run (or remove it if the pool is full or it
+    cannot be emptied)."""
+    if group.empty():
+        with _pool_lock:
+            if len(_pool) < POOL_SIZE and group.owner == os.getpid():
+                _pool.append(group)
+                return
+    group.destroy()
+
+
+@atexit.register
+def _remove_pool() -> None:
+    with _pool_lock:
+        groups, _pool[:] = list(_pool), []
+    for group in groups:
+        group.destroy(timeout_s=0.5)
 
 
 def _destroy(dirs: list[Path], cg_version: int | None, timeout_s: float) -> bool:

@@ -5,8 +5,12 @@ process group, a cleared environment, and ``setrlimit`` limits: address space (m
 open files and, for users other than root, the number of processes. The process dies with its parent and its
 whole process group is killed at the end of the run.
 
+Processes a run leaves behind in other sessions (a daemonised child) are found at the end of the run by a
+marker variable in their environment and killed too.
+
 This is the weaker backend (``isolation = "rlimits"``): the code sees the host's files, network and
-processes as the user running it, and a child that leaves its process group (``setsid``) outlives the run.
+processes as the user running it, and a child that both leaves its session and clears its environment
+outlives the run.
 Use ``bwrap`` wherever it is available; :func:`skyrl_gym.runtime.make_sandbox` does.
 """
 
@@ -61,6 +65,24 @@ def sweep_stale_folders() -> int:
     return swept
 
 
+MARKER = "SKYRL_SANDBOX_RUN"
+
+
+def _kill_marked(marker: bytes) -> None:
+    """Kill every process whose environment carries ``MARKER=<marker>`` (children that left the group)."""
+    needle = f"{MARKER}=".encode() + marker + b"\0"
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                    if needle in handle.read() + b"\0":
+                        os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
+
+
 def _rlimit_setter(limits: Limits, set_nproc: bool):
     memory = limits.memory_mb * 1024 * 1024
     file_size = limits.max_file_mb * 1024 * 1024
@@ -110,7 +132,8 @@ class ProcessSandbox(Sandbox):
         folder = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=work_root())
         try:
             write_files(folder, files)
-            environment = {**SAFE_ENV, "HOME": folder, "TMPDIR": folder, **(env or {})}
+            marker = os.path.basename(folder)
+            environment = {**SAFE_ENV, "HOME": folder, "TMPDIR": folder, **(env or {}), MARKER: marker}
             popen = _keeper.call(
                 lambda: subprocess.Popen(
                     list(command),
@@ -131,7 +154,8 @@ class ProcessSandbox(Sandbox):
         def release() -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(popen.pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
+            _kill_marked(marker.encode())
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 popen.wait(timeout=5)
             shutil.rmtree(folder, ignore_errors=True)
 
