@@ -32,15 +32,20 @@ def _serve() -> None:
             future.set_exception(exc)
 
 
-def call(work: Callable[[], T]) -> T:
-    """Run ``work`` on the keeper thread and return its result (or raise its exception)."""
+def submit(work: Callable[[], T]) -> Future:
+    """Queue ``work`` for the keeper thread; its future holds the result."""
     global _thread
-    if threading.current_thread() is _thread:
-        return work()
     with _lock:
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_serve, name="sandbox-keeper", daemon=True)
             _thread.start()
     future: Future = Future()
     _requests.put((work, future))
-    return future.result()
+    return future
+
+
+def call(work: Callable[[], T]) -> T:
+    """Run ``work`` on the keeper thread and return its result (or raise its exception)."""
+    if threading.current_thread() is _thread:
+        return work()
+    return submit(work).result()

@@ -13,18 +13,24 @@ IPC and user namespaces with a read-only system and enforces memory and process 
 
 from __future__ import annotations
 
+import atexit
+import base64
+import json
 import math
 import os
+import select
+import selectors
 import signal
 import subprocess
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
 
-__all__ = ["Limits", "RunResult", "Sandbox", "SandboxProcess", "FileMap", "OutputCollector"]
+__all__ = ["Limits", "RunResult", "Sandbox", "SandboxProcess", "FileMap", "communicate"]
 
 FileMap = Mapping[str, "str | bytes"]
 """Files to put in the work folder before the command starts: relative path -> text or bytes."""
@@ -112,44 +118,129 @@ class RunResult:
         return data
 
 
-class OutputCollector:
-    """Reads a pipe to its end on a daemon thread, keeping the first ``limit`` bytes and dropping the rest.
+class _Capture:
+    """The first ``limit`` bytes of a stream; the rest is counted and dropped."""
 
-    Reading on past the limit (rather than closing the pipe) lets a chatty command finish normally instead of
-    dying of SIGPIPE, while its memory cost stays bounded.
-    """
-
-    def __init__(self, stream: IO[bytes], limit: int):
-        self._stream = stream
-        self._limit = limit
-        self._chunks: list[bytes] = []
-        self._kept = 0
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.kept = 0
         self.dropped = 0
-        self._thread = threading.Thread(target=self._pump, name="sandbox-output", daemon=True)
-        self._thread.start()
 
-    def _pump(self) -> None:
-        read = getattr(self._stream, "read1", self._stream.read)
-        try:
-            while True:
-                chunk = read(65536)
-                if not chunk:
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - self.kept
+        if room > 0:
+            self.chunks.append(chunk[:room])
+            self.kept += min(room, len(chunk))
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+def communicate(
+    process: SandboxProcess, stdin: bytes, limit: int, timeout_s: float
+) -> tuple[_Capture, _Capture, bool]:
+    """Feed ``stdin``, read stdout and stderr (keeping ``limit`` bytes of each) until the process exits or
+    ``timeout_s`` passes; returns the two captures and whether it timed out.
+
+    One selector loop in the calling thread: no helper threads per run. Reading goes on past the limit (rather
+    than closing the pipe) so a chatty command finishes normally instead of dying of SIGPIPE. The process's exit
+    is watched through a pidfd, so a background child that keeps the pipes open cannot hold the run past its end.
+    """
+    popen = process.popen
+    captures = {popen.stdout.fileno(): _Capture(limit), popen.stderr.fileno(): _Capture(limit)}  # type: ignore[union-attr]
+    selector = selectors.DefaultSelector()
+    for fd in captures:
+        selector.register(fd, selectors.EVENT_READ)
+    pending = memoryview(stdin)
+    stdin_fd = popen.stdin.fileno()  # type: ignore[union-attr]
+    if pending:
+        os.set_blocking(stdin_fd, False)
+        selector.register(stdin_fd, selectors.EVENT_WRITE)
+    else:
+        _close_quietly(popen.stdin)
+    pidfd = os.pidfd_open(popen.pid)
+    selector.register(pidfd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    timed_out = exited = False
+    try:
+        while len(selector.get_map()) > (0 if exited else 1) or not exited:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = not exited
+                break
+            for key, _ in selector.select(left):
+                fd = key.fd
+                if fd == pidfd:
+                    exited = True
+                    selector.unregister(pidfd)
+                    # the command is over: what is still open belongs to leftovers, which stop() kills
+                    deadline = min(deadline, time.monotonic() + 0.2)
+                elif fd == stdin_fd:
+                    try:
+                        pending = pending[os.write(fd, pending[:65536]) :]
+                    except (BrokenPipeError, OSError):
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(fd)
+                        _close_quietly(popen.stdin)
+                else:
+                    chunk = os.read(fd, 65536)
+                    if chunk:
+                        captures[fd].add(chunk)
+                    else:
+                        selector.unregister(fd)
+            if exited and len(selector.get_map()) == 0:
+                break
+    finally:
+        selector.close()
+        os.close(pidfd)
+    out, err = captures.values()
+    return out, err, timed_out
+
+
+def drain(process: SandboxProcess, out: _Capture, err: _Capture, wait_s: float = 1.0) -> None:
+    """Read what is left in the pipes after the process and its leftovers were killed."""
+    deadline = time.monotonic() + wait_s
+    for stream, capture in ((process.popen.stdout, out), (process.popen.stderr, err)):
+        if stream is None or stream.closed:
+            continue
+        fd = stream.fileno()
+        os.set_blocking(fd, False)
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                ready = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]
+                if not ready:
                     break
-                room = self._limit - self._kept
-                if room > 0:
-                    self._chunks.append(chunk[:room])
-                    self._kept += min(room, len(chunk))
-                self.dropped += max(0, len(chunk) - max(room, 0))
-        except (OSError, ValueError):
-            pass  # the pipe was closed under us: the run is being torn down
-
-    def result(self, wait_s: float = 1.0) -> str:
-        """The kept output as text (undecodable bytes replaced), after waiting up to ``wait_s`` for the end."""
-        self._thread.join(wait_s)
-        return b"".join(self._chunks).decode("utf-8", errors="replace")
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            capture.add(chunk)
 
 
-@dataclass
+def _close_quietly(stream: Any) -> None:
+    try:
+        stream.close()
+    except (OSError, ValueError):
+        pass
+
+
+_live: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live() -> None:
+    """At exit, end what is still running (warm interpreters, open sessions) and close its pipes."""
+    for process in list(_live):
+        process.kill()
+
+
+@dataclass(eq=False)
 class SandboxProcess:
     """A long-running process inside a sandbox (for persistent sessions), with pipes to talk to it.
 
@@ -161,6 +252,9 @@ class SandboxProcess:
     backend: str
     _release: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        _live.add(self)
 
     @property
     def stdin(self) -> IO[bytes]:
@@ -193,17 +287,88 @@ class SandboxProcess:
                     pass
 
 
+# Started in the sandbox ahead of time by a warm pool: waits for one request (files, stdin data, argv), then
+# runs main.py as ``python -u main.py`` would, in this fresh process. The standard library only.
+LAUNCHER = r"""
+import atexit, base64, json, os, runpy, sys, traceback
+def _read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            os._exit(0)
+        data += chunk
+    return data
+_header = _read(16)
+_request = json.loads(_read(int(_header[5:15])))
+for _path, _data in _request["files"].items():
+    if os.path.dirname(_path):
+        os.makedirs(os.path.dirname(_path), exist_ok=True)
+    with open(_path, "wb") as _handle:
+        _handle.write(base64.b64decode(_data))
+_fd = os.open(os.devnull, os.O_RDONLY)
+if _request["stdin"]:
+    _name = os.path.join(os.environ.get("TMPDIR", "/tmp"), ".skyrl_stdin")
+    with open(_name, "wb") as _handle:
+        _handle.write(base64.b64decode(_request["stdin"]))
+    os.close(_fd)
+    _fd = os.open(_name, os.O_RDONLY)
+    os.unlink(_name)
+os.dup2(_fd, 0)
+os.close(_fd)
+_main = os.path.abspath("main.py")
+sys.argv = [_main] + _request["argv"]
+sys.path[0] = os.path.dirname(_main)
+_code = 0
+try:
+    runpy.run_path(_main, run_name="__main__")
+except SystemExit as _exit:
+    _code = _exit.code
+    if _code is not None and not isinstance(_code, int):
+        print(_code, file=sys.stderr)
+        _code = 1
+except BaseException as _exc:
+    _tb = _exc.__traceback__
+    while _tb is not None and _tb.tb_frame.f_code.co_filename != _main:
+        _tb = _tb.tb_next
+    traceback.print_exception(type(_exc), _exc, _tb)
+    _code = 1
+# what the interpreter's shutdown does that a program can observe, without the slow teardown of modules
+atexit._run_exitfuncs()
+for _stream in (sys.stdout, sys.stderr):
+    try:
+        _stream.flush()
+    except BaseException:
+        pass
+os._exit((_code or 0) & 0xFF)
+"""
+
+
 class Sandbox(ABC):
-    """A place to run untrusted code. One instance can run many commands, also concurrently."""
+    """A place to run untrusted code. One instance can run many commands, also concurrently.
+
+    With ``warm=N``, the sandbox keeps N interpreters started ahead of time, each in its own fresh sandbox
+    with the default limits, and ``run_python`` hands its program to one of them (used once, then discarded;
+    another is started in the background). The program then runs as ``python -u main.py`` would, without
+    waiting for the sandbox and the interpreter to start. Runs with other limits, or when none is ready,
+    start cold.
+    """
 
     name: str = ""
     """The backend's name: ``"bwrap"``, ``"process"``..."""
     isolation: str = ""
     """How strongly the backend isolates: ``"namespaces"`` (bwrap), ``"rlimits"`` (process)..."""
 
-    def __init__(self, limits: Limits | None = None, python: str | None = None):
+    def __init__(self, limits: Limits | None = None, python: str | None = None, warm: int = 0):
         self.limits = limits or Limits()
         self.python = python or self.default_python()
+        if not isinstance(warm, int) or isinstance(warm, bool) or warm < 0:
+            raise ValueError(f"warm must be a non-negative number of interpreters, got {warm!r}")
+        self.warm = warm
+        self._warm: list[SandboxProcess] = []
+        self._warm_lock = threading.Lock()
+        self._refilling = False
+        self._closed = False
 
     # -- what backends implement ------------------------------------------------------------------------
     @abstractmethod
@@ -230,8 +395,65 @@ class Sandbox(ABC):
         """What this sandbox enforces, for metadata: backend, isolation and the limits."""
         return {"backend": self.name, "isolation": self.isolation, "limits": asdict(self.limits)}
 
-    def close(self) -> None:  # noqa: B027 - most backends hold nothing between runs
-        """Release what the sandbox holds (nothing for most backends)."""
+    def close(self) -> None:
+        """Stop the warm interpreters (runs already going are not affected); the sandbox can still run cold."""
+        with self._warm_lock:
+            self._closed = True
+            idle, self._warm = self._warm, []
+        for process in idle:
+            process.kill()
+
+    def __del__(self) -> None:
+        try:
+            for process in self._warm:
+                process.kill()
+        except Exception:
+            pass
+
+    # -- the warm pool -------------------------------------------------------------------------------------
+    def prewarm(self) -> None:
+        """Start filling the warm pool now rather than at the first run (backends call it when constructed)."""
+        if self.warm:
+            self._schedule_refill()
+
+    def _take_warm(self) -> SandboxProcess | None:
+        with self._warm_lock:
+            while self._warm:
+                process = self._warm.pop()
+                if process.alive():
+                    break
+                process.kill()
+            else:
+                process = None
+        self._schedule_refill()
+        return process
+
+    def _schedule_refill(self) -> None:
+        with self._warm_lock:
+            if self._refilling or self._closed or len(self._warm) >= self.warm:
+                return
+            self._refilling = True
+        # not on the keeper thread itself: its queue must stay free for the Popen calls of cold runs
+        threading.Thread(target=self._refill, name="sandbox-warm-refill", daemon=True).start()
+
+    def _refill(self) -> None:
+        try:
+            while True:
+                with self._warm_lock:
+                    if self._closed or len(self._warm) >= self.warm:
+                        return
+                try:
+                    process = self.spawn([self.python, "-u", "-c", LAUNCHER], limits=self.limits)
+                except (OSError, ValueError):
+                    return  # runs start cold until the next refill
+                with self._warm_lock:
+                    if self._closed:
+                        process.kill()
+                        return
+                    self._warm.append(process)
+        finally:
+            with self._warm_lock:
+                self._refilling = False
 
     def __enter__(self) -> Sandbox:
         return self
@@ -259,26 +481,23 @@ class Sandbox(ABC):
                 "", f"the sandbox could not start the command: {exc}", None, backend=self.name,
                 isolation=self.isolation, duration_s=time.monotonic() - start,
             )  # fmt: skip
+        payload = stdin.encode("utf-8", errors="surrogatepass") if isinstance(stdin, str) else (stdin or b"")
+        return self._finish(process, payload, limits, start)
+
+    def _finish(self, process: SandboxProcess, payload: bytes, limits: Limits, start: float) -> RunResult:
+        """Feed and read a started process to its end or its timeout, then kill what is left."""
         try:
-            out = OutputCollector(process.stdout, limits.max_output_bytes)
-            err = OutputCollector(process.popen.stderr, limits.max_output_bytes)  # type: ignore[arg-type]
-            _feed_stdin(process, stdin)
-            timed_out = False
-            try:
-                process.popen.wait(timeout=limits.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+            out, err, timed_out = communicate(process, payload, limits.max_output_bytes, limits.timeout_s)
             duration = time.monotonic() - start
             oom = self._killed_for_memory(process)
             process.stop()
-            stdout, stderr = out.result(), err.result()
+            drain(process, out, err)
         finally:
             process.kill()
-        exit_code = self._exit_code(process)
         return RunResult(
-            stdout=stdout,
-            stderr=stderr,
-            exit_code=exit_code,
+            stdout=out.text(),
+            stderr=err.text(),
+            exit_code=self._exit_code(process),
             timed_out=timed_out,
             oom=oom and not timed_out,
             duration_s=duration,
@@ -296,9 +515,23 @@ class Sandbox(ABC):
         limits: Limits | None = None,
         args: Sequence[str] = (),
     ) -> RunResult:
-        """Run ``code`` as the script ``main.py`` in the work folder with the sandbox's interpreter."""
+        """Run ``code`` as the script ``main.py`` in the work folder with the sandbox's interpreter (in a warm
+        one when the sandbox keeps some and ``limits`` are the default ones)."""
         all_files = dict(files or {})
         all_files["main.py"] = code
+        if self.warm and (limits is None or limits == self.limits):
+            start = time.monotonic()
+            process = self._take_warm()
+            if process is not None:
+                for relative in all_files:
+                    check_relative(relative)
+                request = {
+                    "files": {path: _b64(content) for path, content in all_files.items()},
+                    "stdin": _b64(stdin or b""),
+                    "argv": [str(a) for a in args],
+                }
+                data = json.dumps(request).encode()
+                return self._finish(process, b"SKYRL%010d\n" % len(data) + data, self.limits, start)
         return self.run([self.python, "-u", "main.py", *args], files=all_files, stdin=stdin, limits=limits)
 
     def _exit_code(self, process: SandboxProcess) -> int | None:
@@ -310,30 +543,23 @@ class Sandbox(ABC):
         return False
 
 
-def _feed_stdin(process: SandboxProcess, data: str | bytes | None) -> None:
-    """Write ``data`` to the process's stdin from a daemon thread (a full pipe must not block us), then
-    close it so the command sees the end of its input."""
-    payload = data.encode("utf-8", errors="surrogatepass") if isinstance(data, str) else (data or b"")
+def _b64(content: str | bytes) -> str:
+    data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
+    return base64.b64encode(data).decode()
 
-    def write() -> None:
-        try:
-            if payload:
-                process.stdin.write(payload)
-            process.stdin.close()
-        except (OSError, ValueError):
-            pass  # the command exited without reading its input
 
-    threading.Thread(target=write, name="sandbox-stdin", daemon=True).start()
+def check_relative(relative: str) -> str:
+    """``relative`` normalised; a ``ValueError`` if it is absolute or leaves the work folder."""
+    normal = os.path.normpath(relative) if isinstance(relative, str) else ""
+    if not normal or os.path.isabs(relative) or normal == ".." or normal.startswith("../") or normal == ".":
+        raise ValueError(f"sandbox file path {relative!r} must be relative and stay inside the work folder")
+    return normal
 
 
 def write_files(root: str, files: FileMap | None) -> None:
     """Write ``files`` under ``root``, refusing paths that would land outside it."""
     for relative, content in (files or {}).items():
-        path = os.path.normpath(os.path.join(root, relative))
-        if os.path.isabs(relative) or not path.startswith(os.path.join(root, "")):
-            raise ValueError(
-                f"sandbox file path {relative!r} must be relative and stay inside the work folder"
-            )
+        path = os.path.join(root, check_relative(relative))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
         with open(path, "wb") as handle:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -33,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_gym.runtime import _keeper, cgroups
-from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess
-from skyrl_gym.runtime.process import _LIBC, PR_SET_PDEATHSIG
+from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, check_relative
 
 __all__ = ["BwrapSandbox", "bwrap_available", "SANDBOX_UID"]
 
@@ -106,6 +104,7 @@ class BwrapSandbox(Sandbox):
         ro_paths: host paths to show read-only inside the sandbox at the same place (when started as root,
             bwrap runs as ``nobody``, so the paths must be readable by every user).
         cpus: CPU quota of each run, in cores (cgroups only); ``None`` for no quota.
+        warm: interpreters to keep started ahead of time for ``run_python`` (see :class:`Sandbox`).
     """
 
     name = "bwrap"
@@ -117,14 +116,16 @@ class BwrapSandbox(Sandbox):
         python: str | None = None,
         ro_paths: Sequence[str] = (),
         cpus: float | None = 1.0,
+        warm: int = 0,
     ):
-        super().__init__(limits, python)
+        super().__init__(limits, python, warm)
         self.ro_paths = [os.path.abspath(p) for p in ro_paths]
         self.cpus = cpus
         self.as_root = os.geteuid() == 0
         self.use_cgroups = self.as_root and cgroups.available()
         if self.use_cgroups:
             cgroups.sweep_stale()
+        self.prewarm()
 
     def default_python(self) -> str:
         for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
@@ -185,11 +186,7 @@ class BwrapSandbox(Sandbox):
         group: cgroups.Cgroup | None = None
         try:
             for relative, content in (files or {}).items():
-                normal = os.path.normpath(relative)
-                if os.path.isabs(relative) or normal.startswith(".."):
-                    raise ValueError(
-                        f"sandbox file path {relative!r} must be relative and stay in the work folder"
-                    )
+                normal = check_relative(relative)
                 fds.append(_memfd("file", content))
                 file_fds.append((fds[-1], normal))
             passwd_fds = (_memfd("passwd", PASSWD), _memfd("group", GROUP))
@@ -208,20 +205,37 @@ class BwrapSandbox(Sandbox):
             args += ["--", *command]
             if self.use_cgroups:
                 group = cgroups.acquire(limits.memory_mb * 1024 * 1024, limits.max_processes, self.cpus)
-            preexec = _child_setup(limits, group, self.as_root)
-            popen = _keeper.call(
-                lambda: subprocess.Popen(
-                    args,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT if stderr_to_stdout else subprocess.PIPE,
-                    pass_fds=fds,
-                    env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
-                    cwd="/",
-                    preexec_fn=preexec,
-                    start_new_session=True,
+            # bwrap waits on this pipe until the run is confined (cgroup, rlimits); starting it without a
+            # preexec_fn lets Python use vfork, which stays fast when the caller is a large trainer process
+            block_read, block_write = os.pipe()
+            fds.append(block_read)
+            args[1:1] = ["--block-fd", str(block_read)]
+            prefix = _rlimit_prefix(limits, cgroup=group is not None)
+            prefix += _drop_privileges(self.as_root)
+            try:
+                popen = _keeper.call(
+                    lambda: subprocess.Popen(
+                        prefix + args,
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT if stderr_to_stdout else subprocess.PIPE,
+                        pass_fds=fds,
+                        env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+                        cwd="/",
+                        start_new_session=True,
+                    )
                 )
-            )
+                try:
+                    if group is not None:
+                        _confine(popen.pid, group)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.killpg(popen.pid, signal.SIGKILL)
+                    popen.wait()
+                    raise
+                os.write(block_write, b"x")
+            finally:
+                os.close(block_write)
         except BaseException:
             if group is not None:
                 cgroups.release(group)
@@ -270,33 +284,55 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _child_setup(limits: Limits, group: cgroups.Cgroup | None, as_root: bool):
-    """What runs in the child before ``bwrap`` starts: join the cgroup, set rlimits, drop to ``nobody``."""
-    procs = [str(folder / "cgroup.procs") for folder in group.dirs] if group is not None else []
-    memory = limits.memory_mb * 1024 * 1024
-    file_size = limits.max_file_mb * 1024 * 1024
+@functools.lru_cache(maxsize=2)
+def _drop_privileges(as_root: bool) -> list[str]:
+    """The command prefix that makes bwrap die with its parent and, for root, run as the sandbox user.
+
+    Two setpriv steps: a uid change clears the parent-death signal, so it is set after the change, by a
+    second setpriv that already runs as the sandbox user (exec keeps the signal, and the parent).
+    """
+    if shutil.which("setpriv") is None:
+        raise OSError("sandboxes need setpriv (Debian/Ubuntu: apt-get install util-linux)")
+    die_with_parent = ["setpriv", "--pdeathsig", "KILL", "--"]
+    if not as_root:
+        return die_with_parent
+    drop = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--"]
+    return drop + die_with_parent
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, parents first."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop(0)
+        found.append(current)
+        queue.extend(_children(current))
+    return found
+
+
+def _rlimit_prefix(limits: Limits, cgroup: bool) -> list[str]:
+    """util-linux's ``prlimit`` command setting the run's rlimits before the rest of the chain starts.
+
+    The limits are set by the process on itself while it still runs as the caller, which needs no privilege
+    (changing another user's limits needs CAP_SYS_RESOURCE, which containers often lack).
+    """
+    if shutil.which("prlimit") is None:
+        raise OSError("sandbox limits need prlimit (Debian/Ubuntu: apt-get install util-linux)")
     cpu = limits.cpu_seconds
-    nproc = limits.max_processes
+    file_size = limits.max_file_mb * 1024 * 1024
+    args = ["prlimit", f"--cpu={cpu}:{cpu + 1}", f"--fsize={file_size}:{file_size}", "--core=0:0"]
+    if not cgroup:  # without a cgroup, per-process limits stand in for the group's memory and pids limits
+        memory = limits.memory_mb * 1024 * 1024
+        args += [f"--as={memory}:{memory}", f"--nproc={limits.max_processes}:{limits.max_processes}"]
+    return [*args, "--"]
 
-    def apply() -> None:  # between fork and exec: only system calls
-        pid = str(os.getpid()).encode()
-        for path in procs:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-        if not procs:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if as_root:
-            os.setgroups([])
-            os.setgid(SANDBOX_UID)
-            os.setuid(SANDBOX_UID)
-        # after the uid change, which clears it
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
-    return apply
+def _confine(pid: int, group: cgroups.Cgroup) -> None:
+    """Put the (blocked) bwrap process tree in its cgroup; its later children are born in it.
+
+    The parent goes first: a child cloned after that inherits the group, one cloned before is found by the walk.
+    """
+    with contextlib.suppress(ProcessLookupError):  # bwrap may already have exited (a bad argument)
+        group.attach(pid)
+        for member in _tree(pid):
+            group.attach(member)

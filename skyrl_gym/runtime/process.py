@@ -111,9 +111,10 @@ class ProcessSandbox(Sandbox):
     name = "process"
     isolation = "rlimits"
 
-    def __init__(self, limits: Limits | None = None, python: str | None = None):
-        super().__init__(limits, python)
+    def __init__(self, limits: Limits | None = None, python: str | None = None, warm: int = 0):
+        super().__init__(limits, python, warm)
         sweep_stale_folders()
+        self.prewarm()
 
     def default_python(self) -> str:
         return sys.executable

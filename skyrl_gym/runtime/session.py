@@ -32,6 +32,8 @@ __all__ = ["CellResult", "PythonSession", "SessionError"]
 DRIVER_FILE = ".skyrl_session.py"
 MAGIC = b"SKYRL"
 HEADER = len(MAGIC) + 11  # magic, 10 digits of length, newline
+SESSION_CPU_S = 24 * 3600.0
+"""CPU-time limit of a session's interpreter when its limits set none (``Limits.cpu_s`` is per process life)."""
 
 # Runs inside the sandbox with the sandbox's Python (3.8 or newer); the standard library only.
 DRIVER = r"""
@@ -173,7 +175,8 @@ class PythonSession:
     Args:
         sandbox: where to run it; ``None``: :func:`~skyrl_gym.runtime.make_sandbox` ``("auto")``.
         limits: limits of the interpreter over its life (memory, processes, file size, output per cell);
-            ``limits.timeout_s`` is not used: cells have ``cell_timeout_s``.
+            ``limits.timeout_s`` is not used: cells have ``cell_timeout_s``; ``limits.cpu_s`` caps the CPU
+            time of the whole life (default :data:`SESSION_CPU_S`).
         cell_timeout_s: the default wall-clock limit of one cell.
         files: files to put in the work folder each time an interpreter starts.
     """
@@ -192,7 +195,11 @@ class PythonSession:
 
             sandbox = make_sandbox("auto")
         self.sandbox = sandbox
-        self.limits = limits or sandbox.limits
+        limits = limits or sandbox.limits
+        if limits.cpu_s is None:
+            # RLIMIT_CPU counts the interpreter's whole life, not one cell: cells have their own timeout
+            limits = limits.replace(cpu_s=SESSION_CPU_S)
+        self.limits = limits
         self.cell_timeout_s = float(cell_timeout_s)
         self.startup_timeout_s = startup_timeout_s
         self.files = dict(files or {})

@@ -88,18 +88,35 @@ def _baseline():
     yield
 
 
-def _sandbox_pids() -> set[str]:
+def _owner_of(pid: str) -> int | None:
+    """The process that started a sandboxed process: its cgroup is named ``<owner pid>-<n>``."""
+    try:
+        text = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if f"/{cg.GROUP}/" in line:
+            return int(line.rsplit("/", 1)[1].split("-")[0])
+    return None
+
+
+def _sandbox_pids(owner: int | None = None) -> set[str]:
     out = subprocess.run(["ps", "-eo", "uid=,pid=,stat="], capture_output=True, text=True).stdout
     rows = [line.split() for line in out.splitlines()]
     # zombies (state Z) run nothing: they wait for the host's init to collect their exit status
-    return {
+    pids = {
         row[1] for row in rows if len(row) == 3 and row[0] == str(SANDBOX_UID) and not row[2].startswith("Z")
     }
+    if owner is not None and cg.available():
+        # other programs on the machine may run sandboxes too: count only the owner's
+        pids = {pid for pid in pids if _owner_of(pid) == owner}
+    return pids
 
 
-def sandbox_processes() -> list[str]:
-    """Processes of the sandbox user (uid 65534) on the host started since the test began."""
-    return sorted(_sandbox_pids() - _before)
+def sandbox_processes(owner: int | None = None) -> list[str]:
+    """Processes of the sandbox user (uid 65534) started by ``owner`` (default: this process) since the test
+    began."""
+    return sorted(_sandbox_pids(owner or os.getpid()) - _before)
 
 
 def leftover_cgroups() -> list[str]:
@@ -316,13 +333,13 @@ def test_caller_killed_leaves_nothing(tmp_path):
     )
     assert owner.stdout.readline().strip() == "ready"
     time.sleep(0.3)
-    assert sandbox_processes()  # the runs are going
+    assert sandbox_processes(owner.pid)  # the runs are going
     owner.kill()
     owner.wait()
     deadline = time.monotonic() + 5
-    while sandbox_processes() and time.monotonic() < deadline:
+    while sandbox_processes(owner.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sandbox_processes() == []
+    assert sandbox_processes(owner.pid) == []
     ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
     assert "while True: pass" not in ps and "main.py" not in ps
     # its folders and groups are swept by the next sandbox started on the machine

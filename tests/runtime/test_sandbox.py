@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,21 @@ from skyrl_gym.runtime import (
 BACKENDS = ["bwrap", "process"]
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(
+    scope="module", params=[(b, w) for b in BACKENDS for w in (0, 1)], ids=lambda p: f"{p[0]}-warm{p[1]}"
+)
 def sandbox(request):
-    return make_sandbox(request.param, limits=Limits(timeout_s=10, memory_mb=256))
+    backend, warm = request.param
+    box = make_sandbox(backend, limits=Limits(timeout_s=10, memory_mb=256), warm=warm)
+    yield box
+    box.close()
+
+
+def wait_warm(box, n: int = 1) -> None:
+    deadline = time.monotonic() + 10
+    while len(box._warm) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(box._warm) >= n, "the warm pool did not fill"
 
 
 def test_bubblewrap_is_the_default_here():
@@ -196,3 +209,66 @@ def test_registered_backend_is_used():
 def test_limits_are_validated(bad):
     with pytest.raises(ValueError, match="Limits"):
         Limits(**bad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_warm_runs_behave_like_cold_ones(backend):
+    cold = make_sandbox(backend)
+    warm = make_sandbox(backend, warm=1)
+    programs = [
+        ("import sys; print(sys.argv[1:], __name__, sys.stdin.read())", {}, "piped", ["x", "y"]),
+        ("print(open('sub/data.txt').read())", {"sub/data.txt": "from a file"}, None, []),
+        ("def f():\n    raise KeyError('k')\nf()", {}, None, []),
+        ("import sys; sys.exit(5)", {}, None, []),
+        ("import sys; sys.exit('a message')", {}, None, []),
+        ("import atexit; atexit.register(print, 'at exit'); print('body', end='')", {}, None, []),
+        ("import os; print(os.path.basename(__file__), os.path.basename(os.getcwd()) != '')", {}, None, []),
+        ("def broken(:", {}, None, []),
+    ]
+    try:
+        for code, files, stdin, args in programs:
+            wait_warm(warm)
+            got = warm.run_python(code, files=files, stdin=stdin, args=args)
+            want = cold.run_python(code, files=files, stdin=stdin, args=args)
+            assert (got.stdout, got.exit_code) == (want.stdout, want.exit_code), code
+            assert got.stderr.splitlines()[-1:] == want.stderr.splitlines()[-1:], code
+            if "Traceback" in want.stderr:
+                assert got.stderr.count("File ") == want.stderr.count("File "), (
+                    "only the program's own frames"
+                )
+    finally:
+        warm.close()
+
+
+def test_warm_pool_is_used_and_refilled():
+    box = make_sandbox("bwrap", warm=2)
+    try:
+        box.run_python("print(1)")  # starts the pool
+        wait_warm(box, 2)
+        first = list(box._warm)
+        result = box.run_python("import os; print(os.getpid())")
+        assert result.ok
+        wait_warm(box, 2)
+        assert len(set(map(id, box._warm)) - set(map(id, first))) == 1  # one used, one new in its place
+        # other limits than the sandbox's own cannot use a warm interpreter: a cold run takes them
+        assert box.run_python("print(2)", limits=Limits(timeout_s=3)).stdout == "2\n"
+        assert box.run_python("while True: pass", limits=Limits(timeout_s=0.5)).timed_out
+    finally:
+        box.close()
+    assert box._warm == []
+
+
+def test_warm_run_keeps_its_limits():
+    box = make_sandbox("bwrap", limits=Limits(timeout_s=1, memory_mb=128), warm=1)
+    try:
+        wait_warm(box)
+        assert box.run_python("while True: pass").timed_out
+        wait_warm(box)
+        assert box.run_python("x = bytearray(512 * 1024 * 1024)").oom
+    finally:
+        box.close()
+
+
+def test_warm_must_be_a_count():
+    with pytest.raises(ValueError, match="warm"):
+        make_sandbox("process", warm=-1)

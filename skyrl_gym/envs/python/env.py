@@ -1,0 +1,312 @@
+"""``PythonEnv``: math with a sandboxed Python interpreter, ToRL style.
+
+Each turn the model writes its reasoning with code in ```` ```python ```` blocks (or ``<python>`` tags), or
+gives its final answer as ``\\boxed{...}`` outside code (see :mod:`.protocol`):
+
+- a reply with code and no answer: every block runs, in order, in the episode's interpreter (at most
+  ``max_blocks_per_turn``); the observation is a user message with one ```` ```output ```` block per code
+  block (what it printed, the traceback, or a timeout notice) and the turns left;
+- a reply with an answer ends the episode (code in it is not run) with the score of :mod:`.scoring`: the
+  reasoning-gym generator's own scorer for its task (1.0 when right, partial credit where the generator
+  gives it), or the number/text match of a ``{"method": "rule"}`` row;
+- a reply with neither gets a reminder of the protocol;
+- past ``max_turns`` replies without an answer the episode ends as truncated by ``max_turns``, reward 0.
+
+By default the interpreter persists across the episode like a notebook (variables and imports stay; after a
+timeout or crash it restarts and says that the state is gone); ``env_config.persistent: false`` runs each
+block as a fresh program instead. A trainer should stop generation at :attr:`PythonEnv.stop_strings`.
+
+Made without a task, ``reset(seed=...)`` draws one from the test split of :mod:`.tasks`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from skyrl_gym.budget import END_TRUNCATED
+from skyrl_gym.core import Task
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType, positive_int
+from skyrl_gym.envs.python import scoring, tasks
+from skyrl_gym.envs.python.interpreter import (
+    CellOutcome,
+    Interpreter,
+    NotebookInterpreter,
+    ScriptInterpreter,
+)
+from skyrl_gym.envs.python.protocol import (
+    CodeBlock,
+    cap_output,
+    output_block,
+    parse_action,
+    protocol_reminder,
+    turns_left_note,
+)
+from skyrl_gym.tools import ToolGroup, tool
+
+__all__ = ["PythonEnv", "PythonEnvConfig", "PythonToolGroup"]
+
+MAX_CODE_CHARS = 100_000
+"""A longer code block is not run (the observation says so)."""
+TOOL_GROUP = "PythonCodeExecutorToolGroup"
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonEnvConfig:
+    """The environment's settings (``env_config``); every field has a default."""
+
+    max_turns: int = tasks.DEFAULT_MAX_TURNS
+    """Replies per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins)."""
+    persistent: bool = True
+    """One interpreter for the whole episode (notebook); ``False``: each block runs as a fresh program."""
+    sandbox: str = "auto"
+    """The sandbox backend: ``"auto"`` (the strongest available), ``"bwrap"`` or ``"process"``."""
+    cell_timeout_s: float = 10.0
+    """Wall-clock seconds one code block may run. The blocks of one reply together must fit the registered
+    step budget (60 s for ``python``), so keep ``cell_timeout_s * max_blocks_per_turn`` below it."""
+    memory_mb: int = 512
+    """Memory of the interpreter (and what it starts)."""
+    max_output_chars: int = 2000
+    """Characters of one block's output shown to the model (its beginning and end are kept)."""
+    max_blocks_per_turn: int = 4
+    """Code blocks run per reply; later ones are skipped with a note."""
+    partial_credit: bool = True
+    """Pay the scorer's partial scores; ``False``: 1.0 for a fully correct answer, else 0.0."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "memory_mb", "max_output_chars", "max_blocks_per_turn"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
+        timeout = self.cell_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise ValueError(f"env_config.cell_timeout_s must be a positive number, got {timeout!r}")
+        for name in ("persistent", "partial_credit"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"env_config.{name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.sandbox, str):
+            raise ValueError(
+                f"env_config.sandbox must be a backend name such as 'auto', got {self.sandbox!r}"
+            )
+
+    @classmethod
+    def from_env_config(cls, env_config: Any) -> PythonEnvConfig:
+        """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
+        if env_config is None:
+            return cls()
+        if isinstance(env_config, cls):
+            return env_config
+        if dataclasses.is_dataclass(env_config):
+            values = dataclasses.asdict(env_config)
+        elif hasattr(env_config, "items"):
+            values = dict(env_config.items())
+        else:
+            raise TypeError(f"env_config must be a mapping or a dataclass, got {type(env_config).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(key, names, n=1)
+                hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+            raise ValueError(
+                f"unknown python env_config key(s) {', '.join(hints)}; valid keys: {', '.join(names)}"
+            )
+        return cls(**values)
+
+
+class PythonToolGroup(ToolGroup):
+    """The ``python`` tool: run a block of code in the episode's interpreter.
+
+    ``last`` holds the :class:`~skyrl_gym.envs.python.interpreter.CellOutcome` of the last call.
+    """
+
+    def __init__(self, interpreter: Interpreter):
+        super().__init__(name=TOOL_GROUP)
+        self.interpreter = interpreter
+        self.last: CellOutcome | None = None
+
+    @tool
+    def python(self, code: str) -> str:
+        """Run Python code and return what it printed, and the error if it raised one.
+
+        Args:
+            code: the Python code to run.
+        """
+        self.last = self.interpreter.run(code)
+        return self.last.text
+
+
+class PythonEnv(BaseTextEnv):
+    """Math with a Python interpreter in a sandbox (SkyRL constructor: ``PythonEnv(env_config, extras)``).
+
+    See the module docstring for the protocol and :class:`PythonEnvConfig` for the settings. ``step``
+    metadata holds the ``turn``, the ``action`` (``code``, ``answer`` or ``none``), ``code_blocks`` run (of
+    ``code_blocks_found``), the ``sandbox`` backend, ``persistent``, ``errors`` (blocks that raised),
+    ``timed_out``, ``crashed``, ``restarted`` (earlier state lost), ``output_truncated``, and for an answer
+    the ``parsed_answer``, its ``score`` and whether it is ``correct``.
+    """
+
+    protocol_tags = ("python",)
+    stop_strings = ("</python>", "```output")
+    """Where a turn's generation should stop: after a tagged block, or where a model trained on ToRL-style
+    transcripts starts writing the output itself."""
+
+    def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
+        super().__init__(env_config, extras)
+        self.config = PythonEnvConfig.from_env_config(env_config)
+        reward_spec = self.extras.get("reward_spec")
+        self.reward_spec: dict[str, Any] | None = (
+            dict(reward_spec) if isinstance(reward_spec, Mapping) else None
+        )
+        if self.reward_spec is not None:
+            scoring.check_reward_spec(self.reward_spec)
+        self.ground_truth = None if self.reward_spec is None else self.reward_spec["ground_truth"]
+        max_turns = self.extras.get("max_turns")
+        self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
+        self.interpreter = self._make_interpreter()
+        self.init_tool_groups([PythonToolGroup(self.interpreter)])
+        self.code_blocks = 0
+        self.code_errors = 0
+        self.timeouts = 0
+        self.answered = False
+        self.score = 0.0
+
+    def _make_interpreter(self) -> Interpreter:
+        from skyrl_gym.runtime import Limits, make_sandbox
+
+        config = self.config
+        sandbox = make_sandbox(config.sandbox)
+        limits = Limits(timeout_s=config.cell_timeout_s, memory_mb=config.memory_mb)
+        if config.persistent:
+            # The CPU-time limit holds for the interpreter's whole life: allow every block its full time.
+            cells = self.max_turns * config.max_blocks_per_turn
+            limits = limits.replace(cpu_s=config.cell_timeout_s * cells + 1)
+            return NotebookInterpreter(sandbox, limits, config.cell_timeout_s)
+        return ScriptInterpreter(sandbox, limits, config.cell_timeout_s)
+
+    # -- tasks --------------------------------------------------------------------------------------------
+    def sample_task(self, seed: int | None = None) -> Task:
+        """A reasoning-gym task of the test split, the same one for the same seed."""
+        return tasks.default_task(seed, max_turns=self.config.max_turns, persistent=self.config.persistent)
+
+    def reference_action(self) -> str | None:
+        """``\\boxed{<ground truth>}``, which earns 1.0."""
+        return None if self.ground_truth is None else f"\\boxed{{{self.ground_truth}}}"
+
+    # -- the episode ----------------------------------------------------------------------------------------
+    def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
+        if self.reward_spec is None:
+            raise ValueError(
+                "PythonEnv needs a reward_spec: make it with extras={'reward_spec': {'method': 'rule', "
+                "'ground_truth': '42'}} (or a reasoning_gym row from datasets/python/build.py), "
+                "or start it with reset(seed=...) to draw a generated task"
+            )
+        info = {
+            "max_turns": self.max_turns,
+            "sandbox": self.interpreter.backend,
+            "persistent": self.interpreter.persistent,
+            "task": self.reward_spec.get("task"),
+        }
+        return prompt, info
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        self.turns += 1
+        parsed = parse_action(action if isinstance(action, str) else "")
+        metadata: dict[str, Any] = {
+            "turn": self.turns,
+            "action": "none",
+            "code_blocks": 0,
+            "code_blocks_found": len(parsed.blocks),
+            "sandbox": self.interpreter.backend,
+            "persistent": self.interpreter.persistent,
+            "errors": 0,
+            "timed_out": False,
+            "crashed": False,
+            "restarted": False,
+            "output_truncated": False,
+            "parsed_answer": None,
+            "score": None,
+            "correct": False,
+        }
+        if parsed.answer is not None:
+            return self._answer(parsed.answer, metadata)
+        if self.turns >= self.max_turns:
+            metadata.update(end=END_TRUNCATED, truncated_by="max_turns")
+            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=metadata)
+        if parsed.blocks:
+            metadata["action"] = "code"
+            body = self._run_blocks(parsed.blocks, metadata)
+        else:
+            body = protocol_reminder(parsed)
+        content = f"{body}\n{turns_left_note(self.max_turns - self.turns)}"
+        return BaseTextEnvStepOutput(
+            observations=[{"role": "user", "content": content}], reward=0.0, done=False, metadata=metadata
+        )
+
+    def _run_blocks(self, blocks: list[CodeBlock], metadata: dict[str, Any]) -> str:
+        sections: list[str] = []
+        limit = self.config.max_blocks_per_turn
+        for number, block in enumerate(blocks):
+            if number == limit:
+                sections.append(
+                    f"[{len(blocks) - limit} more code block(s) not run: at most {limit} run per reply.]"
+                )
+                break
+            if not block.code.strip():
+                sections.append(output_block("(empty code block: nothing to run)"))
+                continue
+            if len(block.code) > MAX_CODE_CHARS:
+                text = f"(the code block has {len(block.code)} characters; at most {MAX_CODE_CHARS} are run)"
+                sections.append(output_block(text))
+                continue
+            self._execute_tool(TOOL_GROUP, "python", [block.code])
+            outcome = self.tool_groups[0].last
+            assert outcome is not None
+            self.code_blocks += 1
+            metadata["code_blocks"] += 1
+            metadata["errors"] += int(outcome.error)
+            self.code_errors += int(outcome.error)
+            self.timeouts += int(outcome.timed_out)
+            for flag in ("timed_out", "crashed", "restarted"):
+                metadata[flag] = metadata[flag] or getattr(outcome, flag)
+            text, cut = cap_output(outcome.text or "(no output)", self.config.max_output_chars)
+            metadata["output_truncated"] = metadata["output_truncated"] or cut or outcome.truncated
+            sections.append(output_block(text))
+            left = len(blocks) - number - 1
+            if left and (outcome.timed_out or outcome.crashed):
+                why = "the timeout" if outcome.timed_out else "the crash"
+                sections.append(f"[{left} more code block(s) not run after {why}.]")
+                break
+        return "\n".join(sections)
+
+    def _answer(self, answer: str, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
+        assert self.reward_spec is not None
+        score = scoring.score_answer(answer, self.reward_spec)
+        correct = score >= 1.0
+        reward = score if self.config.partial_credit else float(correct)
+        self.answered, self.score = True, score
+        metadata.update(action="answer", parsed_answer=answer, score=score, correct=correct)
+        return BaseTextEnvStepOutput(observations=[], reward=reward, done=True, metadata=metadata)
+
+    def close(self) -> None:
+        interpreter = getattr(self, "interpreter", None)
+        if interpreter is not None:
+            interpreter.close()
+
+    # -- metrics --------------------------------------------------------------------------------------------
+    def get_metrics(self) -> dict[str, Any]:
+        """``turns``, ``code_blocks`` run, ``code_errors``, ``timeouts``, ``answered``, ``solved`` and the
+        ``score`` of the answer (0.0 without one)."""
+        return {
+            "turns": self.turns,
+            "code_blocks": self.code_blocks,
+            "code_errors": self.code_errors,
+            "timeouts": self.timeouts,
+            "answered": self.answered,
+            "solved": self.score >= 1.0,
+            "score": self.score,
+        }

@@ -1,0 +1,1 @@
+"""Tests of the search environment, its scoring and its retrievers."""
