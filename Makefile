@@ -4,7 +4,19 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup main play test lint format clean
+.PHONY: setup sysdeps main play test lint format clean
+
+# Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
+# Debian's python3 with numpy and sympy as the interpreter inside it, wordnet-base for the search data.
+SYSTEM_PACKAGES := bubblewrap util-linux python3 python3-numpy python3-sympy wordnet-base
+
+sysdeps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "install these Debian packages first:$$missing" >&2; exit 1; fi; \
+	fi
 
 setup: $(STAMP)
 
@@ -32,7 +44,7 @@ $(DATA)/train.parquet:
 play: setup
 	$(VENV)/bin/skyrl-gym play --episodes 20
 
-test: setup lint
+test: setup sysdeps lint
 	$(PY) -m pytest -q
 
 lint: setup

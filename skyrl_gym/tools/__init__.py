@@ -6,7 +6,8 @@
 - :meth:`ToolGroup.execute_call` and :func:`execute_tool_calls` run them, turning every failure into a
   :class:`ToolResult` the model can read.
 
-Only the standard library is imported.
+Only the standard library is imported. ``SearchToolGroup`` (SkyRL's ``from skyrl_gym.tools import
+SearchToolGroup``) is the search environment's tool group, imported when first used.
 """
 
 from skyrl_gym.tools.core import ToolGroup, ToolResult, execute_tool_calls, tool
@@ -22,6 +23,7 @@ from skyrl_gym.tools.schema import function_schema
 __all__ = [
     "ToolCall",
     "ToolCallParseError",
+    "SearchToolGroup",
     "ToolGroup",
     "ToolResult",
     "execute_tool_calls",
@@ -31,3 +33,11 @@ __all__ = [
     "parse_tool_calls",
     "tool",
 ]
+
+
+def __getattr__(name: str):
+    if name == "SearchToolGroup":
+        from skyrl_gym.envs.search.env import SearchToolGroup
+
+        return SearchToolGroup
+    raise AttributeError(f"module 'skyrl_gym.tools' has no attribute {name!r}")

@@ -251,11 +251,21 @@ def test_a_search_url_means_remote_search_with_the_same_passages(corpus: Path, s
     assert env.step("<answer>Warsaw</answer>")["reward"] == 1.0
 
 
-def test_a_search_server_that_is_down_is_an_observation(corpus: Path):
+def test_a_search_server_that_is_down_ends_the_episode_as_an_error(corpus: Path):
     running = serve(BM25Retriever.from_corpus(corpus))
     url = running.url
     running.close()
     env = make(corpus, search_url=url, retries=0, timeout=2)
+    output = env.step("<search>capital of Poland</search>")
+    assert output["done"] and output["metadata"]["end"] == "error"
+    assert "unreachable" in output["metadata"]["error"] and url in output["metadata"]["error"]
+
+
+def test_a_search_server_that_is_down_can_be_an_observation(corpus: Path):
+    running = serve(BM25Retriever.from_corpus(corpus))
+    url = running.url
+    running.close()
+    env = make(corpus, search_url=url, retries=0, timeout=2, on_search_error="observe")
     output = env.step("<search>capital of Poland</search>")
     assert not output["done"] and output["metadata"].get("end") is None
     content = output["observations"][0]["content"]
@@ -266,6 +276,9 @@ def test_a_search_server_that_is_down_is_an_observation(corpus: Path):
 
 
 def test_the_search_tool_group_works_the_skyrl_way(corpus: Path, server):
+    from skyrl_gym.tools import SearchToolGroup as SkyRLImport  # where SkyRL code imports it from
+
+    assert SkyRLImport is SearchToolGroup
     group = SearchToolGroup(search_url=server.url, topk=2, timeout=5, log_request=False)  # SkyRL's signature
     assert group.get_name() == "SearchToolGroup" and group.get_tool_names() == ["search"]
     text = group.execute_tool("search", "capital of Poland")

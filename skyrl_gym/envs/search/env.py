@@ -79,6 +79,10 @@ class SearchConfig:
     """Weights of BM25 and dense in the hybrid retriever's reciprocal rank fusion."""
     rrf_k: float = 60.0
     """The rank offset of reciprocal rank fusion."""
+    on_search_error: str = "error"
+    """When the retriever fails (a search server down after its retries): ``"error"`` ends the episode with
+    an error end, so the trainer leaves it out instead of teaching the model on a broken search;
+    ``"observe"`` shows the failure to the model and goes on."""
 
     def __post_init__(self) -> None:
         if self.retriever is not None and self.retriever not in _RETRIEVERS:
@@ -91,6 +95,10 @@ class SearchConfig:
             )
         if self.reward not in ("em", "f1"):
             raise ValueError(f"env_config.reward must be 'em' or 'f1', got {self.reward!r}")
+        if self.on_search_error not in ("error", "observe"):
+            raise ValueError(
+                f"env_config.on_search_error must be 'error' or 'observe', got {self.on_search_error!r}"
+            )
         for name in ("topk", "max_turns"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -345,6 +353,8 @@ class SearchEnv(BaseTextEnv):
         )
         if tools.last.get("search_error"):
             self.search_errors += 1
+            if self.config.on_search_error == "error":
+                raise RetrievalError(tools.last["search_error"])
         return content
 
     def _finish(self, text: str, answer: str, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
