@@ -187,7 +187,7 @@ def test_every_humaneval_canonical_solution_passes(he_rows):
         results = list(pool.map(lambda job: _play_one(job[0], job[1]), jobs))
     for (row, _, rule), (reward, metadata) in zip(jobs, results, strict=True):
         assert reward == 1.0, (row["extra_info"]["task_id"], rule, metadata)
-        assert metadata["rule"] == rule and metadata["backend"] in available_backends()
+        assert metadata["rule"] == rule and metadata["sandbox"] in available_backends()
 
 
 @pytest.mark.slow
@@ -641,7 +641,7 @@ def test_every_backend_judges_alike(he_rows, io_rows, backend):
     for row, wrong in ((he_rows["HumanEval/12"], "return 'x'"), (io_rows["gcd-lcm"], "print(1)")):
         env = started(row, sandbox=backend)
         output = env.step(env.reference_action())
-        assert output["reward"] == 1.0 and output["metadata"]["backend"] == backend
+        assert output["reward"] == 1.0 and output["metadata"]["sandbox"] == backend
         assert started(row, sandbox=backend).step(fenced(wrong))["reward"] == 0.0
 
 

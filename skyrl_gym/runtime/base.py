@@ -165,7 +165,7 @@ def communicate(
     deadline = time.monotonic() + timeout_s
     timed_out = exited = False
     try:
-        while len(selector.get_map()) > (0 if exited else 1) or not exited:
+        while not exited or selector.get_map():  # after the exit, only the pipes are left to read
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = not exited
@@ -191,8 +191,6 @@ def communicate(
                         captures[fd].add(chunk)
                     else:
                         selector.unregister(fd)
-            if exited and len(selector.get_map()) == 0:
-                break
     finally:
         selector.close()
         os.close(pidfd)

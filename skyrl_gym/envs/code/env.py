@@ -16,7 +16,7 @@ as truncated by ``max_turns``. An answer without a code block is told what to wr
 
 Metadata of a judged step: ``source``, ``problem_id``, ``correct``, ``verdict``, ``tests_passed`` /
 ``tests_total``, ``first_failure`` (the test's index, whether it is public or hidden, the verdict, and the
-input, expected and actual output, cut short), ``timed_out``, ``backend`` (the sandbox that ran it) and, for
+input, expected and actual output, cut short), ``timed_out``, ``sandbox`` (the backend that ran it) and, for
 HumanEval, the completion ``rule``. If the sandbox itself cannot run, the step raises and the episode ends in
 error: an infrastructure failure is never scored as a wrong answer.
 """
@@ -279,7 +279,7 @@ class CodeEnv(BaseTextEnv):
             tests_passed=int(judgement.passed),
             tests_total=1,
             timed_out=judgement.timed_out,
-            backend=judgement.run.backend or sandbox.name,
+            sandbox=judgement.run.backend or sandbox.name,
         )
         if judgement.passed:
             return True, ""
@@ -305,7 +305,7 @@ class CodeEnv(BaseTextEnv):
             tests_passed=judgement.tests_passed,
             tests_total=len(tests),
             timed_out=judgement.timed_out,
-            backend=judgement.run.backend or sandbox.name,
+            sandbox=judgement.run.backend or sandbox.name,
         )
         if failed is None:
             return True, ""

@@ -73,8 +73,10 @@ class PythonEnvConfig:
     """Characters of one block's output shown to the model (its beginning and end are kept)."""
     max_blocks_per_turn: int = 4
     """Code blocks run per reply; later ones are skipped with a note."""
-    partial_credit: bool = True
-    """Pay the scorer's partial scores; ``False``: 1.0 for a fully correct answer, else 0.0."""
+    partial_credit: bool = False
+    """Pay reasoning-gym's partial scores (some generators give a little for a well-formed wrong answer, or
+    a share when the right number appears inside a longer answer); ``False`` (the default, as in ToRL):
+    1.0 for a fully correct answer, else 0.0, which leaves the policy nothing to farm."""
 
     def __post_init__(self) -> None:
         for name in ("max_turns", "memory_mb", "max_output_chars", "max_blocks_per_turn"):
