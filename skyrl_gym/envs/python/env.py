@@ -22,14 +22,19 @@ Made without a task, ``reset(seed=...)`` draws one from the test split of :mod:`
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from skyrl_gym.budget import END_TRUNCATED
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType, positive_int
+from skyrl_gym.envs.base_text_env import (
+    BaseTextEnv,
+    BaseTextEnvStepOutput,
+    ConversationType,
+    env_config_values,
+    positive_int,
+)
 from skyrl_gym.envs.python import scoring, tasks
 from skyrl_gym.envs.python.interpreter import (
     CellOutcome,
@@ -97,26 +102,9 @@ class PythonEnvConfig:
     @classmethod
     def from_env_config(cls, env_config: Any) -> PythonEnvConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if env_config is None:
-            return cls()
         if isinstance(env_config, cls):
             return env_config
-        if dataclasses.is_dataclass(env_config):
-            values = dataclasses.asdict(env_config)
-        elif hasattr(env_config, "items"):
-            values = dict(env_config.items())
-        else:
-            raise TypeError(f"env_config must be a mapping or a dataclass, got {type(env_config).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            hints = []
-            for key in unknown:
-                close = difflib.get_close_matches(key, names, n=1)
-                hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
-            raise ValueError(
-                f"unknown python env_config key(s) {', '.join(hints)}; valid keys: {', '.join(names)}"
-            )
+        values = env_config_values(env_config, cls, "python")
         return cls(**values)
 
 

@@ -25,13 +25,18 @@ Search-R1 / SkyRL retrieval server (``search_url``). A task is a SkyRL dataset r
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from typing import Any
 
 from skyrl_gym.budget import END_TERMINATED, END_TRUNCATED
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType, positive_int
+from skyrl_gym.envs.base_text_env import (
+    BaseTextEnv,
+    BaseTextEnvStepOutput,
+    ConversationType,
+    env_config_values,
+    positive_int,
+)
 from skyrl_gym.envs.search.retrieval.base import RetrievalError, Retriever, clean_query, format_passages
 from skyrl_gym.envs.search.scoring import compute_score, em_check, extract_answer, f1_score, targets_of
 from skyrl_gym.tools import ToolGroup, tool
@@ -132,26 +137,9 @@ class SearchConfig:
     @classmethod
     def from_env_config(cls, env_config: Any) -> SearchConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if env_config is None:
-            return cls()
         if isinstance(env_config, cls):
             return env_config
-        if dataclasses.is_dataclass(env_config):
-            values = dataclasses.asdict(env_config)
-        elif hasattr(env_config, "items"):
-            values = dict(env_config.items())
-        else:
-            raise TypeError(f"env_config must be a mapping or a dataclass, got {type(env_config).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            hints = []
-            for key in unknown:
-                close = difflib.get_close_matches(key, names, n=1)
-                hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
-            raise ValueError(
-                f"unknown search env_config key(s) {', '.join(hints)}; valid keys: {', '.join(names)}"
-            )
+        values = env_config_values(env_config, cls, "search")
         if values.get("corpus_path") is not None:
             values["corpus_path"] = str(values["corpus_path"])
         if values.get("hybrid_weights") is not None:

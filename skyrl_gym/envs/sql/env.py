@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 import math
 import re
 from decimal import Decimal
@@ -30,7 +29,13 @@ from typing import Any
 
 from skyrl_gym.budget import END_TRUNCATED
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType, positive_int
+from skyrl_gym.envs.base_text_env import (
+    BaseTextEnv,
+    BaseTextEnvStepOutput,
+    ConversationType,
+    env_config_values,
+    positive_int,
+)
 from skyrl_gym.envs.sql.database import (
     DEFAULT_TIMEOUT_S,
     Database,
@@ -121,29 +126,9 @@ class Text2SQLConfig:
     @classmethod
     def from_env_config(cls, env_config: Any) -> Text2SQLConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if env_config is None:
-            return cls()
         if isinstance(env_config, cls):
             return env_config
-        if dataclasses.is_dataclass(env_config):
-            values = dataclasses.asdict(env_config)
-        elif hasattr(env_config, "items"):
-            values = dict(env_config.items())
-        else:
-            raise TypeError(f"env_config must be a mapping or a dataclass, got {type(env_config).__name__}")
-        if "db_file_path" in values:  # SkyRL's name
-            alias = values.pop("db_file_path")
-            values.setdefault("db_path", alias)
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            hints = []
-            for key in unknown:
-                close = difflib.get_close_matches(key, names, n=1)
-                hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
-            raise ValueError(
-                f"unknown text2sql env_config key(s) {', '.join(hints)}; valid keys: {', '.join(names)}"
-            )
+        values = env_config_values(env_config, cls, "text2sql", aliases={"db_file_path": "db_path"})
         if values.get("db_path") is not None:
             values["db_path"] = str(values["db_path"])
         return cls(**values)
