@@ -1,7 +1,7 @@
 """The ``bwrap`` backend: bubblewrap namespaces, an unprivileged user and cgroup limits.
 
 Each run starts ``bwrap`` with new network (no interfaces but loopback: no network at all), PID, mount, IPC,
-UTS, cgroup and user namespaces, and:
+UTS, cgroup and user namespaces (no nested user namespaces allowed), and:
 
 - a read-only view of the system: ``/usr`` (and the ``/bin``, ``/lib*`` links into it), a handful of files from
   ``/etc`` (no ``/etc/shadow``; ``/etc/passwd`` is a two-line file of our own), plus any ``ro_paths`` asked for;
@@ -149,7 +149,10 @@ class BwrapSandbox(Sandbox):
         self, limits: Limits, file_fds: list[tuple[int, str]], passwd_fds: tuple[int, int]
     ) -> list[str]:
         size = str(limits.max_file_mb * 1024 * 1024)
-        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
+        # --disable-userns: the code cannot make nested user namespaces (and be "root" in them), which keeps
+        # the kernel's namespace code out of its reach
+        args += ["--new-session", "--hostname", "sandbox"]
         args += _system_binds()
         args += ["--ro-bind-data", str(passwd_fds[0]), "/etc/passwd"]
         args += ["--ro-bind-data", str(passwd_fds[1]), "/etc/group"]

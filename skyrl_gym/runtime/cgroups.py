@@ -221,7 +221,8 @@ def _destroy(dirs: list[Path], cg_version: int | None, timeout_s: float) -> bool
         time.sleep(0.005)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (owned by anyone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -244,7 +245,7 @@ def sweep_stale() -> int:
     swept = 0
     for name in sorted(names):
         owner = int(name.split("-", 1)[0])
-        if owner == os.getpid() or _alive(owner):
+        if owner == os.getpid() or pid_alive(owner):
             continue
         if _destroy([p / name for p in parents if (p / name).exists()], cg_version, 1.0):
             swept += 1

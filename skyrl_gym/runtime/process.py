@@ -30,6 +30,7 @@ from pathlib import Path
 
 from skyrl_gym.runtime import _keeper
 from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, write_files
+from skyrl_gym.runtime.cgroups import pid_alive
 
 __all__ = ["ProcessSandbox", "work_root", "sweep_stale_folders"]
 
@@ -42,16 +43,6 @@ def work_root() -> Path:
     return Path(tempfile.gettempdir()) / "skyrl_sandbox"
 
 
-def _owner_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale_folders() -> int:
     """Remove work folders whose owning process died without removing them; returns how many."""
     swept = 0
@@ -59,7 +50,7 @@ def sweep_stale_folders() -> int:
     with contextlib.suppress(OSError):
         for folder in root.iterdir():
             owner = folder.name.split("-", 1)[0]
-            if owner.isdigit() and int(owner) != os.getpid() and not _owner_alive(int(owner)):
+            if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
                 shutil.rmtree(folder, ignore_errors=True)
                 swept += 1
     return swept

@@ -244,6 +244,14 @@ def test_host_secrets_are_not_readable(bwrap, monkeypatch):
     assert f"uid {SANDBOX_UID}" in result.stdout
 
 
+def test_no_way_to_become_root_inside(bwrap):
+    result = timed_run(
+        bwrap, "import os; os.execv('/usr/bin/unshare', ['unshare', '--user', '--map-root-user', 'id'])"
+    )
+    assert result.exit_code != 0 and "uid=0" not in result.stdout
+    assert "unshare failed" in result.stderr
+
+
 def test_gigabytes_of_output_are_capped(bwrap):
     result = timed_run(bwrap, OUTPUT_FLOOD)
     assert result.timed_out and result.output_truncated
