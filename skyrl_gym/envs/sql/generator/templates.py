@@ -5,7 +5,7 @@ A template is a function of a :class:`Context` (the domain, its rows, a random g
 tables, columns and foreign keys from the domain (:mod:`.schema`), pick concrete values from the rows
 ("from Lyon", "priced above $50", "in 2023"), and write the question in one of several wordings.
 
-Levels follow Spider's spirit as the issue states it: ``easy`` (one table, select and filter), ``medium``
+Levels follow Spider's hardness levels in spirit: ``easy`` (one table, select and filter), ``medium``
 (aggregates, GROUP BY, ORDER BY / LIMIT, two conditions), ``hard`` (joins of two or three tables, HAVING,
 nested subqueries), ``extra`` (set operations, nesting combined with joins or grouping).
 
