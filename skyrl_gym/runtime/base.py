@@ -348,7 +348,8 @@ class Sandbox(ABC):
     With ``warm=N``, the sandbox keeps N interpreters started ahead of time, each in its own fresh sandbox
     with the default limits, and ``run_python`` hands its program to one of them (used once, then discarded;
     another is started in the background). The program then runs as ``python -u main.py`` would, without
-    waiting for the sandbox and the interpreter to start. Runs with other limits, or when none is ready,
+    waiting for the sandbox and the interpreter to start. Runs whose limits the warm interpreters cannot
+    honour (another memory, process or file-size limit, a longer CPU-time limit), or when none is ready,
     start cold.
     """
 
@@ -413,6 +414,17 @@ class Sandbox(ABC):
         """Start filling the warm pool now rather than at the first run (backends call it when constructed)."""
         if self.warm:
             self._schedule_refill()
+
+    def _warm_can_take(self, limits: Limits | None) -> bool:
+        """Whether a run with ``limits`` fits an interpreter started with the sandbox's own limits: the same
+        memory, processes and file size (set when it started); timeout and output are applied from outside,
+        and its CPU-time limit must not be lower than the run's."""
+        if limits is None or limits == self.limits:
+            return True
+        own = self.limits
+        fixed_at_start = ("memory_mb", "max_processes", "max_file_mb")
+        same = all(getattr(limits, name) == getattr(own, name) for name in fixed_at_start)
+        return same and limits.cpu_seconds <= own.cpu_seconds
 
     def _take_warm(self) -> SandboxProcess | None:
         with self._warm_lock:
@@ -517,7 +529,7 @@ class Sandbox(ABC):
         one when the sandbox keeps some and ``limits`` are the default ones)."""
         all_files = dict(files or {})
         all_files["main.py"] = code
-        if self.warm and (limits is None or limits == self.limits):
+        if self.warm and self._warm_can_take(limits):
             start = time.monotonic()
             process = self._take_warm()
             if process is not None:
@@ -529,7 +541,7 @@ class Sandbox(ABC):
                     "argv": [str(a) for a in args],
                 }
                 data = json.dumps(request).encode()
-                return self._finish(process, b"SKYRL%010d\n" % len(data) + data, self.limits, start)
+                return self._finish(process, b"SKYRL%010d\n" % len(data) + data, limits or self.limits, start)
         return self.run([self.python, "-u", "main.py", *args], files=all_files, stdin=stdin, limits=limits)
 
     def _exit_code(self, process: SandboxProcess) -> int | None:

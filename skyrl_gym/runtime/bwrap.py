@@ -49,6 +49,10 @@ ETC_FILES = (
     "/etc/python3.12",
     "/etc/ssl/certs",
 )
+INIT = ["/bin/sh", "-c", '"$@"; exit $?', "sandbox-init"]
+"""The sandbox's first process: runs the command in the foreground as process 2, so that the command has the
+usual signal semantics (the first process of a PID namespace ignores signals it has no handler for), and
+exits with its status (128 + N for a command killed by signal N)."""
 PASSWD = f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKDIR}:/bin/sh\n"
 GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n"
 
@@ -152,7 +156,10 @@ class BwrapSandbox(Sandbox):
         args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
         # --disable-userns: the code cannot make nested user namespaces (and be "root" in them), which keeps
         # the kernel's namespace code out of its reach
-        args += ["--new-session", "--hostname", "sandbox"]
+        # --as-pid-1 with a shell as the namespace's first process (see INIT): bwrap's own init would outlive
+        # bwrap and wait, a zombie, for the host's init to collect it (counting against the process limit
+        # of a reused cgroup until then)
+        args += ["--new-session", "--hostname", "sandbox", "--as-pid-1"]
         args += _system_binds()
         args += ["--ro-bind-data", str(passwd_fds[0]), "/etc/passwd"]
         args += ["--ro-bind-data", str(passwd_fds[1]), "/etc/group"]
@@ -205,7 +212,7 @@ class BwrapSandbox(Sandbox):
             args = self._arguments(limits, file_fds, passwd_fds)
             for key, value in environment.items():
                 args += ["--setenv", key, value]
-            args += ["--", *command]
+            args += ["--", *INIT, *command]
             if self.use_cgroups:
                 group = cgroups.acquire(limits.memory_mb * 1024 * 1024, limits.max_processes, self.cpus)
             # bwrap waits on this pipe until the run is confined (cgroup, rlimits); starting it without a

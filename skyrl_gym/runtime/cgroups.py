@@ -143,6 +143,14 @@ class Cgroup:
                 return int(self._file("memory", "memory.failcnt").read_text()) > 0 and self._oom_base == 0
         return False
 
+    def counted_tasks(self) -> int:
+        """``pids.current``: the group's tasks as its process limit counts them, including exited ones whose
+        parent has not collected them yet (they leave ``cgroup.procs`` before they leave this count)."""
+        try:
+            return int(self._file("pids", "pids.current").read_text())
+        except (OSError, ValueError):
+            return 0
+
     def empty(self, timeout_s: float = 2.0) -> bool:
         """Kill every process in the group; True once none is left."""
         deadline = time.monotonic() + timeout_s
@@ -180,7 +188,8 @@ def acquire(memory_bytes: int, max_pids: int, cpus: float | None) -> Cgroup:
 def release(group: Cgroup) -> None:
     """Kill what is left in ``group`` and keep it for the next run (or remove it if the pool is full or it
     cannot be emptied)."""
-    if group.empty():
+    # a group still counting uncollected tasks would start the next run with part of its process limit used
+    if group.empty() and group.counted_tasks() == 0:
         with _pool_lock:
             if len(_pool) < POOL_SIZE and group.owner == os.getpid():
                 _pool.append(group)

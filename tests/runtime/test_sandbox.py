@@ -250,9 +250,17 @@ def test_warm_pool_is_used_and_refilled():
         assert result.ok
         wait_warm(box, 2)
         assert len(set(map(id, box._warm)) - set(map(id, first))) == 1  # one used, one new in its place
-        # other limits than the sandbox's own cannot use a warm interpreter: a cold run takes them
-        assert box.run_python("print(2)", limits=Limits(timeout_s=3)).stdout == "2\n"
-        assert box.run_python("while True: pass", limits=Limits(timeout_s=0.5)).timed_out
+        # a shorter timeout or less output fits a warm interpreter; another memory limit does not
+        wait_warm(box, 2)
+        shorter = box.limits.replace(timeout_s=3, max_output_bytes=1000)
+        before = set(map(id, box._warm))
+        assert box.run_python("print(2)", limits=shorter).stdout == "2\n"
+        assert set(map(id, box._warm)) != before
+        wait_warm(box, 2)
+        before = set(map(id, box._warm))
+        assert box.run_python("print(3)", limits=Limits(memory_mb=300)).stdout == "3\n"
+        assert set(map(id, box._warm)) == before
+        assert box.run_python("while True: pass", limits=box.limits.replace(timeout_s=0.5)).timed_out
     finally:
         box.close()
     assert box._warm == []
@@ -272,3 +280,18 @@ def test_warm_run_keeps_its_limits():
 def test_warm_must_be_a_count():
     with pytest.raises(ValueError, match="warm"):
         make_sandbox("process", warm=-1)
+
+
+def test_runs_do_not_use_up_the_process_limit_of_later_runs():
+    # control groups are reused: nothing of a finished run may still count against the next one's limit
+    from skyrl_gym.runtime import cgroups
+
+    box = make_sandbox("bwrap", limits=Limits(timeout_s=10, max_processes=8))
+    forks = "import subprocess\nprocs = [subprocess.Popen(['sleep', '0.05']) for _ in range(3)]\nprint(len(procs))"
+    for _ in range(15):
+        result = box.run_python(forks)
+        assert result.stdout == "3\n", result.stderr
+    spawner = "import subprocess\nfor _ in range(5):\n    subprocess.Popen(['sleep', '60'])\nimport time\ntime.sleep(60)"
+    assert box.run_python(spawner, limits=box.limits.replace(timeout_s=0.5)).timed_out
+    assert box.run_python(forks).stdout == "3\n"
+    assert all(group.counted_tasks() == 0 for group in cgroups._pool)
