@@ -30,9 +30,6 @@ import json
 import os
 import random
 import re
-import shutil
-import tempfile
-import threading
 import time
 import unicodedata
 from collections import Counter, defaultdict
@@ -42,8 +39,8 @@ from types import MappingProxyType
 from typing import Any
 
 from skyrl_gym.core import Task
+from skyrl_gym.envs.cache import build_once, cache_root
 from skyrl_gym.envs.search.scoring import normalize_answer
-from skyrl_gym.envs.sql.data import cache_root
 
 __all__ = [
     "DATASET_NAME",
@@ -1119,9 +1116,6 @@ def _version() -> str:
     return f"{GENERATOR_VERSION}.{hashlib.sha256(source).hexdigest()[:10]}"
 
 
-_build_lock = threading.Lock()
-
-
 def dataset_dir(seed: int = DEFAULT_SEED) -> Path:
     """The folder of the bundled dataset for ``seed`` (it may not be built yet)."""
     return cache_root() / "search" / f"{DATASET_NAME}-v{_version()}-seed{int(seed)}"
@@ -1133,36 +1127,7 @@ def ensure_dataset(seed: int = DEFAULT_SEED) -> Path:
     The build goes into a temporary folder next to the final one and is renamed into place, so other
     threads and processes building at the same time never see half a dataset: the first rename wins.
     """
-    target = dataset_dir(seed)
-    if (target / "stats.json").is_file():
-        return target
-    with _build_lock:
-        if (target / "stats.json").is_file():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_abandoned_builds(target)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        staging.chmod(0o755)  # mkdtemp's folder is private; the cache is readable like any other
-        try:
-            build(staging, seed=seed)
-            try:
-                os.rename(staging, target)
-            except OSError:
-                if not (target / "stats.json").is_file():
-                    raise  # not another builder's finished dataset: a real error
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def _remove_abandoned_builds(target: Path, older_than_s: float = 3600.0) -> None:
-    """Remove staging folders of builds that were killed (a build takes seconds)."""
-    for folder in target.parent.glob(f".{target.name}-*"):
-        try:
-            if time.time() - folder.stat().st_mtime > older_than_s:
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass
+    return build_once(dataset_dir(seed), lambda staging: build(staging, seed=seed), done="stats.json")
 
 
 def corpus_path(seed: int = DEFAULT_SEED) -> Path:

@@ -16,16 +16,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import random
-import shutil
-import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from skyrl_gym.core import Task
+from skyrl_gym.envs.cache import build_once, cache_root
 
 __all__ = [
     "DATASET_NAME",
@@ -58,14 +54,6 @@ def _fingerprint() -> str:
 DATASET_NAME = "synthetic"
 """The folder name's prefix under ``cache_root()/sql``."""
 
-_build_lock = threading.Lock()
-
-
-def cache_root() -> Path:
-    """Where skyrl_gym caches what it builds: ``$SKYRL_GYM_CACHE``, else ``~/.cache/skyrl_gym``."""
-    configured = os.environ.get("SKYRL_GYM_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "skyrl_gym"
-
 
 def dataset_dir(seed: int = DEFAULT_SEED) -> Path:
     """The folder of the bundled dataset for ``seed`` (it may not be built yet)."""
@@ -78,35 +66,7 @@ def ensure_dataset(seed: int = DEFAULT_SEED) -> Path:
     Safe against other threads and processes building the same dataset at the same time.
     """
     target = dataset_dir(seed)
-    if (target / "test.jsonl").is_file():
-        return target
-    with _build_lock:
-        if (target / "test.jsonl").is_file():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_abandoned_builds(target)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        staging.chmod(0o755)  # mkdtemp's folder is private; the cache is readable like any other
-        try:
-            _build_into(staging, target, seed)
-            try:
-                os.rename(staging, target)
-            except OSError:
-                if not (target / "test.jsonl").is_file():
-                    raise  # not another builder's finished dataset: a real error
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def _remove_abandoned_builds(target: Path, older_than_s: float = 3600.0) -> None:
-    """Remove staging folders of builds that were killed (a build takes well under a minute)."""
-    for folder in target.parent.glob(f".{target.name}-*"):
-        try:
-            if time.time() - folder.stat().st_mtime > older_than_s:
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass
+    return build_once(target, lambda staging: _build_into(staging, target, seed), done="test.jsonl")
 
 
 def _build_into(staging: Path, target: Path, seed: int) -> None:

@@ -64,7 +64,7 @@ class RealDatabaseUnavailable(RuntimeError):
 
 # -- cache and downloads ---------------------------------------------------------------------------------
 def _cache_root() -> Path:
-    from skyrl_gym.envs.sql.data import cache_root
+    from skyrl_gym.envs.cache import cache_root
 
     return cache_root()
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.envs.cache import cache_root
+
 __all__ = [
     "MAX_QUERY_CHARS",
     "Passage",
@@ -210,12 +212,6 @@ def corpus_fingerprint(path: str | os.PathLike[str]) -> str:
     with _corpus_lock:
         _fingerprint_cache[key] = fingerprint
     return fingerprint
-
-
-def cache_root() -> Path:
-    """Where skyrl_gym caches what it builds: ``$SKYRL_GYM_CACHE``, else ``~/.cache/skyrl_gym``."""
-    configured = os.environ.get("SKYRL_GYM_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "skyrl_gym"
 
 
 def _candidate_folders(corpus: Path) -> list[Path]:
