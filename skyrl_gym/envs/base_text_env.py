@@ -32,6 +32,7 @@ __all__ = [
     "MessageType",
     "env_config_values",
     "positive_int",
+    "task_ground_truth",
 ]
 
 
@@ -80,6 +81,26 @@ def positive_int(value: Any, what: str) -> int:
     if not valid:
         raise ValueError(f"{what} must be a positive integer, got {value!r}")
     return number
+
+
+def task_ground_truth(extras: dict[str, Any] | None, env_name: str, key: str = "reward_spec") -> Any:
+    """The task's ``extras[key]["ground_truth"]``, checked the way SkyRL checks it when an env is made.
+
+    ``extras=None`` (made without a task, Gymnasium style: ``reset()`` brings one) returns ``None``. Extras that
+    are given but lack ``key`` or its ``ground_truth`` are a ``ValueError`` at construction, naming what is
+    missing, as SkyRL's environments refuse such a row in ``make()``.
+    """
+    if extras is None:
+        return None
+    spec = extras.get(key)
+    if not hasattr(spec, "get"):
+        raise ValueError(
+            f"{env_name} needs extras[{key!r}] = {{'method': 'rule', 'ground_truth': ...}}; "
+            f"the extras given have keys {sorted(extras)}"
+        )
+    if spec.get("ground_truth") is None:
+        raise ValueError(f"{env_name} needs extras[{key!r}]['ground_truth']; got {dict(spec)!r:.200}")
+    return spec["ground_truth"]
 
 
 class BaseTextEnvStepOutput(TypedDict, total=False):
