@@ -30,6 +30,7 @@ __all__ = [
     "BaseTextEnvStepOutput",
     "ConversationType",
     "MessageType",
+    "MissingGroundTruthError",
     "env_config_values",
     "positive_int",
     "task_ground_truth",
@@ -83,23 +84,33 @@ def positive_int(value: Any, what: str) -> int:
     return number
 
 
+class MissingGroundTruthError(ValueError, AssertionError):
+    """A dataset row without ``reward_spec`` / ``ground_truth``.
+
+    Both a ``ValueError`` and an ``AssertionError``: SkyRL's environments refuse such rows with an assertion,
+    and code written against them catches that.
+    """
+
+
 def task_ground_truth(extras: dict[str, Any] | None, env_name: str, key: str = "reward_spec") -> Any:
     """The task's ``extras[key]["ground_truth"]``, checked the way SkyRL checks it when an env is made.
 
     ``extras=None`` (made without a task, Gymnasium style: ``reset()`` brings one) returns ``None``. Extras that
-    are given but lack ``key`` or its ``ground_truth`` are a ``ValueError`` at construction, naming what is
-    missing, as SkyRL's environments refuse such a row in ``make()``.
+    are given but lack ``key`` or its ``ground_truth`` raise :class:`MissingGroundTruthError` at construction,
+    in SkyRL's words, as SkyRL's environments refuse such a row in ``make()``.
     """
     if extras is None:
         return None
     spec = extras.get(key)
     if not hasattr(spec, "get"):
-        raise ValueError(
-            f"{env_name} needs extras[{key!r}] = {{'method': 'rule', 'ground_truth': ...}}; "
-            f"the extras given have keys {sorted(extras)}"
+        raise MissingGroundTruthError(
+            f"{key} field is required: {env_name} needs extras[{key!r}] = "
+            f"{{'method': 'rule', 'ground_truth': ...}}; the extras given have keys {sorted(extras)}"
         )
     if spec.get("ground_truth") is None:
-        raise ValueError(f"{env_name} needs extras[{key!r}]['ground_truth']; got {dict(spec)!r:.200}")
+        raise MissingGroundTruthError(
+            f"ground_truth is required in {key} field: {env_name} got {key} = {dict(spec)!r:.200}"
+        )
     return spec["ground_truth"]
 
 
