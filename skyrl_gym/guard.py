@@ -1,9 +1,12 @@
-"""``EpisodeGuard``: the wrapper through which the framework enforces budgets and names how episodes end.
+"""``EpisodeGuard``: how the framework enforces budgets and names how episodes end.
 
-``skyrl_gym.make`` returns every environment inside one, so the rules below hold for all of them, built-in
-or written by a user:
+``skyrl_gym.make`` returns the environment itself (an instance of the registered class, so ``isinstance`` holds
+and attribute writes such as ``env.max_turns = 1`` reach it) with a guard installed on that instance: its
+``init``, ``reset``, ``step`` and ``close`` are replaced, on the instance only, by the guard's, which call the
+class's own. The rules below hold for every environment made that way, built-in or written by a user:
 
-- ``step`` before ``init``/``reset`` raises :class:`EpisodeNotStartedError`; ``step`` after the end raises
+- ``step`` before ``init``/``reset`` starts the episode, as SkyRL's environments allow (trainers and tests step
+  an environment made from a dataset row without ``init``); ``step`` after the end raises
   :class:`EpisodeEndedError`; ``close`` is idempotent.
 - Budgets (:class:`~skyrl_gym.budget.Budget`): max turns, wall-clock per step and per episode, tool calls
   (counted by ``BaseTextEnv._execute_tool``) and observation length. A budget that runs out ends the
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 import traceback
 from typing import Any, Literal
@@ -27,9 +31,12 @@ from typing import Any, Literal
 from skyrl_gym._threads import CallTimedOut, TimeoutRunner
 from skyrl_gym.budget import END_ERROR, END_TERMINATED, END_TRUNCATED, Budget
 from skyrl_gym.core import Env, EnvStepOutput, Task
-from skyrl_gym.errors import BudgetExceeded, EpisodeEndedError, EpisodeNotStartedError, Error
+from skyrl_gym.errors import BudgetExceeded, EpisodeEndedError, Error
 
-__all__ = ["EpisodeGuard", "ContractViolation"]
+__all__ = ["ContractViolation", "EpisodeGuard", "guard_of", "install_guard"]
+
+_GUARD_ATTRIBUTE = "_skyrl_episode_guard"
+_GUARDED_METHODS = ("init", "reset", "step", "close")
 
 logger = logging.getLogger("skyrl_gym")
 
@@ -48,7 +55,11 @@ class ContractViolation(Error, TypeError):
 
 
 class EpisodeGuard(Env):
-    """Wrap ``env`` so that budgets hold and every end is named. Attributes not found here come from ``env``.
+    """Budgets and named ends for one environment.
+
+    ``make`` installs one on the instance it returns (:func:`install_guard`); constructed directly,
+    ``EpisodeGuard(env)`` is a wrapper around ``env`` with the same rules (attributes not found on the wrapper
+    come from ``env``).
 
     Args:
         env: the environment to guard.
@@ -68,10 +79,16 @@ class EpisodeGuard(Env):
         self.budget = Budget.coerce(budget)
         self.errors = errors
         self.spec = getattr(env, "spec", None)
+        # The environment's own methods: those of a guard already installed on it, never the guarded ones.
+        installed = guard_of(env)
+        self._own = (
+            dict(installed._own) if installed is not None else {m: getattr(env, m) for m in _GUARDED_METHODS}
+        )
         self._phase: Literal["new", "running", "ended", "closed"] = "new"
         self._end: str | None = None
         self._turns = 0
         self._started_at = 0.0
+        self._local = _calls_of(env)
         self._runner = TimeoutRunner("step")
 
     # -- forwarding -----------------------------------------------------------------------------------
@@ -100,15 +117,30 @@ class EpisodeGuard(Env):
     def reference_action(self) -> Any:
         return self.env.reference_action()
 
+    @property
+    def _inside(self) -> bool:
+        return getattr(self._local, "depth", 0) > 0
+
+    def _own_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        try:
+            return self._own[method](*args, **kwargs)
+        finally:
+            self._local.depth -= 1
+
     # -- episode lifecycle ------------------------------------------------------------------------------
     def init(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self._inside:  # e.g. Env.reset calling init: part of the call already guarded
+            return self._own["init"](*args, **kwargs)
         self._check_open()
         self._begin()
-        return self.env.init(*args, **kwargs)
+        return self._own_call("init", *args, **kwargs)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if self._inside:
+            return self._own["reset"](seed=seed, options=options)
         self._check_open()
-        observations, info = self.env.reset(seed=seed, options=options)
+        observations, info = self._own_call("reset", seed=seed, options=options)
         self._begin()
         return observations, info
 
@@ -125,23 +157,27 @@ class EpisodeGuard(Env):
 
     def _check_open(self) -> None:
         if self._phase == "closed":
-            raise Error(f"{self} is closed; make a new environment")
+            raise Error(f"{self.env} is closed; make a new environment")
 
     def close(self) -> None:
+        if self._inside:  # the environment closing itself (e.g. in reset): not the end of the guard
+            return self._own["close"]()
         if self._phase == "closed":
             return
         self._phase = "closed"
         self._runner.close()
-        self.env.close()
+        self._own["close"]()
 
     # -- stepping -----------------------------------------------------------------------------------
     def step(self, action: Any) -> EnvStepOutput:
         self._check_open()
+        if self._inside:
+            return self._own["step"](action)
         if self._phase == "new":
-            raise EpisodeNotStartedError(f"step() called on {self} before init(prompt) or reset()")
+            self._begin()
         if self._phase == "ended":
             raise EpisodeEndedError(
-                f"step() called on {self} after the episode ended ({self._end}); "
+                f"step() called on {self.env} after the episode ended ({self._end}); "
                 "call init(prompt) or reset() to start a new episode"
             )
 
@@ -154,7 +190,7 @@ class EpisodeGuard(Env):
         limit = min((t for t in (step_limit, episode_left) if t is not None), default=None)
 
         try:
-            output = self._runner.call(self.env.step, action, timeout=limit)
+            output = self._runner.call(self._own_call, "step", action, timeout=limit)
             output = _validated(output)
         except CallTimedOut:
             by_episode = episode_left is not None and (step_limit is None or episode_left < step_limit)
@@ -202,6 +238,42 @@ class EpisodeGuard(Env):
                 message = {**message, "content": content[:cap] + f"\n[... {cut} characters cut]"}
             capped.append(message)
         return capped
+
+
+def install_guard(
+    env: Env, budget: Budget | dict[str, Any] | None = None, errors: Literal["end", "raise"] = "end"
+) -> Env:
+    """Guard ``env`` in place and return it: its ``init``, ``reset``, ``step`` and ``close`` become the guard's.
+
+    Installing again replaces the guard (a new budget, a new ``errors`` mode) over the same own methods.
+    """
+    guard = EpisodeGuard(env, budget, errors)
+    for method in _GUARDED_METHODS:
+        setattr(env, method, getattr(guard, method))
+    setattr(env, _GUARD_ATTRIBUTE, guard)
+    return env
+
+
+def _calls_of(env: Env) -> threading.local:
+    """Per environment and per thread: how deep the environment's own methods are running there.
+
+    While one runs (it may call the others, as ``Env.reset`` calls ``close`` and ``init``) every guard of that
+    environment lets such calls through. Shared by all the guards of one environment (an installed one and a
+    wrapping one), and per thread so that a step abandoned at its timeout, still running on its worker thread,
+    does not open the guard for the caller.
+    """
+    calls = vars(env).get("_skyrl_guard_calls")
+    if calls is None:
+        calls = threading.local()
+        env._skyrl_guard_calls = calls
+    return calls
+
+
+def guard_of(env: Any) -> EpisodeGuard | None:
+    """The guard installed on ``env`` (or ``env`` itself if it is a wrapping guard); ``None`` for none."""
+    if isinstance(env, EpisodeGuard):
+        return env
+    return vars(env).get(_GUARD_ATTRIBUTE) if hasattr(env, "__dict__") else None
 
 
 def _truncated(budget: str, message: str) -> EnvStepOutput:

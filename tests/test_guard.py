@@ -8,7 +8,7 @@ import pytest
 from envs_for_tests import CountdownEnv, CrashyEnv, SleepyEnv
 
 import skyrl_gym
-from skyrl_gym import EpisodeEndedError, EpisodeGuard, EpisodeNotStartedError
+from skyrl_gym import EpisodeEndedError, EpisodeGuard
 from skyrl_gym.envs.base_text_env import BaseTextEnv
 from skyrl_gym.tools import ToolGroup, tool
 
@@ -21,9 +21,12 @@ def guarded(env, **budget):
     return guard
 
 
-def test_step_before_init_raises():
-    with pytest.raises(EpisodeNotStartedError, match="before init"):
-        EpisodeGuard(CountdownEnv()).step("x")
+def test_step_before_init_starts_the_episode_as_in_skyrl():
+    env = EpisodeGuard(CountdownEnv(extras={"reward_spec": {"ground_truth": "2"}, "max_turns": 2}))
+    assert not env.step("<answer>1</answer>")["done"]
+    out = env.step("x")
+    assert (out["metadata"]["end"], out["metadata"]["truncated_by"]) == ("truncated", "max_turns")
+    assert env.end == "truncated"
 
 
 def test_step_after_end_raises_and_reset_starts_again():

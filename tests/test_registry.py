@@ -14,6 +14,7 @@ import skyrl_gym
 import skyrl_gym.envs
 import skyrl_gym.envs.registration as registration
 from skyrl_gym import Budget, EpisodeGuard, RegistrationError, UnknownEnvironmentError
+from skyrl_gym.guard import guard_of
 
 
 @pytest.fixture
@@ -29,13 +30,13 @@ def test_the_functions_are_the_same_from_every_import_path():
         assert getattr(skyrl_gym, name) is getattr(skyrl_gym.envs, name) is getattr(registration, name)
 
 
-def test_make_returns_a_guarded_env_with_the_spec(countdown_id):
+def test_make_returns_the_env_itself_with_a_guard_and_the_spec(countdown_id):
     env = skyrl_gym.make(countdown_id, extras={"reward_spec": {"ground_truth": "4"}})
-    assert isinstance(env, EpisodeGuard) and isinstance(env, skyrl_gym.Env)
-    assert isinstance(env.unwrapped, CountdownEnv)
+    assert type(env) is CountdownEnv and env.unwrapped is env
     assert env.spec is skyrl_gym.spec(countdown_id)
-    assert env.unwrapped.secret == "4"
-    assert env.budget == Budget(max_turns=3)
+    assert env.secret == "4"
+    assert guard_of(env).budget == Budget(max_turns=3)
+    assert not isinstance(env, EpisodeGuard)
 
 
 def test_skyrl_style_environment_works_unchanged():

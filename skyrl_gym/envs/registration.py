@@ -226,7 +226,10 @@ def make(
     errors: Literal["end", "raise"] = "end",
     **kwargs: Any,
 ) -> Env:
-    """Make the environment registered as ``id``, inside an :class:`~skyrl_gym.guard.EpisodeGuard`.
+    """Make the environment registered as ``id``: an instance of its class, with a guard installed on it.
+
+    The guard (:mod:`skyrl_gym.guard`) enforces the spec's budget and names how each episode ends; the
+    object returned is the environment itself, so ``isinstance`` holds and attributes read and write through.
 
     Args:
         id: a registered id or an :class:`EnvSpec`.
@@ -234,9 +237,10 @@ def make(
         errors: ``"end"`` (default) turns an exception in ``step`` into an episode that ends in error;
             ``"raise"`` lets it propagate.
         kwargs: constructor arguments, usually ``env_config`` (a dict, an OmegaConf ``DictConfig`` or a
-            dataclass; the environment receives a ``DictConfig``) and ``extras`` (a dict).
+            dataclass; the environment receives a ``DictConfig``, or ``None`` when neither the spec nor the
+            call gives one, as in SkyRL) and ``extras`` (a dict; when not given, the constructor's default).
     """
-    from skyrl_gym.guard import EpisodeGuard
+    from skyrl_gym.guard import install_guard
 
     env_spec = id if isinstance(id, EnvSpec) else spec(id)
     creator = env_spec.load_creator()
@@ -245,11 +249,10 @@ def make(
     config_given = kwargs.pop("env_config", None)
     call_kwargs.update(kwargs)
 
-    accepts = _accepted_parameters(creator)
-    if config_default is not None or config_given is not None or "env_config" in accepts:
+    if config_default is not None or config_given is not None:
         call_kwargs["env_config"] = to_env_config(config_default, config_given)
-    if "extras" in accepts and call_kwargs.get("extras") is None:
-        call_kwargs["extras"] = {}
+    elif "env_config" in _accepted_parameters(creator):
+        call_kwargs["env_config"] = None
 
     try:
         env = creator(**call_kwargs)
@@ -261,7 +264,7 @@ def make(
             "subclass skyrl_gym.Env or skyrl_gym.envs.base_text_env.BaseTextEnv"
         )
     env.spec = env_spec
-    return EpisodeGuard(env, env_spec.budget.merged(budget), errors=errors)
+    return install_guard(env, env_spec.budget.merged(budget), errors=errors)
 
 
 def _accepted_parameters(creator: Callable[..., Any]) -> set[str]:

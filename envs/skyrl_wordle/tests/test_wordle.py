@@ -99,7 +99,7 @@ def test_found_through_the_entry_point():
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    assert result.stdout.split() == ["EpisodeGuard<wordle>", "skyrl_wordle.env:WordleEnv"]
+    assert result.stdout.split() == ["WordleEnv<wordle>", "skyrl_wordle.env:WordleEnv"]
 
 
 def test_solving_in_three_guesses():
