@@ -7,8 +7,10 @@
 
 Importing the package registers the built-in environments, loads installed plugins (the entry-point group
 ``skyrl_gym.envs``) and mirrors every id into Gymnasium as ``skyrl_gym/<id>``. It imports nothing heavy.
+As in SkyRL, the sub-modules ``envs``, ``tools`` and ``error`` are attributes of the package.
 """
 
+from skyrl_gym import envs, error, tools  # noqa: E402,I001  (SkyRL exposes these modules on the package)
 from skyrl_gym.budget import Budget
 from skyrl_gym.core import ConversationType, Env, EnvStepOutput, MessageType, Task
 from skyrl_gym.envs import (
@@ -49,12 +51,15 @@ __all__ = [
     "Task",
     "UnknownEnvironmentError",
     "deregister",
+    "envs",
+    "error",
     "load_plugins",
     "make",
     "pprint_registry",
     "register",
     "registry",
     "spec",
+    "tools",
 ]
 
 load_plugins()

@@ -31,6 +31,7 @@ __all__ = [
     "spec",
     "pprint_registry",
     "load_plugins",
+    "load_env_creator",
     "PLUGIN_GROUP",
 ]
 
@@ -88,14 +89,10 @@ class EnvSpec:
         """Import and return the entry point."""
         if callable(self.entry_point):
             return self.entry_point
-        module_name, attr = self.entry_point.split(":")
-        module = importlib.import_module(module_name)
         try:
-            return getattr(module, attr)
-        except AttributeError:
-            raise RegistrationError(
-                f"entry point {self.entry_point!r} of '{self.id}': module '{module_name}' has no attribute '{attr}'"
-            ) from None
+            return load_env_creator(self.entry_point)
+        except RegistrationError as exc:
+            raise RegistrationError(f"entry point of '{self.id}': {exc}") from None
 
     def to_json(self) -> str:
         """The spec as JSON; a callable entry point cannot be serialised."""
@@ -120,6 +117,18 @@ class EnvSpec:
             return out
         print(out)
         return None
+
+
+def load_env_creator(name: str) -> Callable[..., Env]:
+    """Import ``"package.module:Name"`` and return ``Name`` (usually the environment class); SkyRL's name."""
+    module_name, sep, attr = name.partition(":")
+    if not sep or not module_name or not attr:
+        raise RegistrationError(f"an entry point must look like 'package.module:Name', got {name!r}")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise RegistrationError(f"{name!r}: module '{module_name}' has no attribute '{attr}'") from None
 
 
 class EnvRegistry(MutableMapping[str, EnvSpec]):
