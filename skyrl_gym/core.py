@@ -83,6 +83,14 @@ class Env(Generic[ObsType, ActType]):
         """Release databases, sandboxes, connections. Calling it twice has no further effect."""
 
     # -- optional hooks -------------------------------------------------------------------------------
+    def abandon(self) -> None:
+        """Stop the work in flight without waiting for it: interrupt a query, kill an interpreter or a sandbox.
+
+        Called from another thread when a ``step``, ``init`` or ``close`` overran its deadline and the caller
+        gave up on it, so that the abandoned call returns soon and holds nothing. It must not block and must be
+        safe to call at any time, also twice; ``close`` still follows. The default does nothing.
+        """
+
     def sample_task(self, seed: int | None = None) -> Task | None:
         """Return a task from the environment's default task set, the same one for the same seed.
 

@@ -193,6 +193,12 @@ class EpisodeGuard(Env):
             output = self._runner.call(self._own_call, "step", action, timeout=limit)
             output = _validated(output)
         except CallTimedOut:
+            abandon = getattr(self.env, "abandon", None)
+            if callable(abandon):  # the step runs on, abandoned: stop what it runs
+                try:
+                    abandon()
+                except Exception:
+                    logger.warning("abandon() of %s failed:\n%s", self.env, traceback.format_exc())
             by_episode = episode_left is not None and (step_limit is None or episode_left < step_limit)
             which = "episode_timeout" if by_episode else "step_timeout"
             return self._finish(_truncated(which, f"step did not return within {limit:.3g} s"))

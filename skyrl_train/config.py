@@ -21,6 +21,7 @@ import ast
 import dataclasses
 import difflib
 import functools
+import math
 import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
@@ -398,6 +399,11 @@ class GeneratorConfig:
     """How rollouts are scheduled: a dispatcher registered in skyrl_train.dispatch (async_batch...)."""
     max_concurrent_trajectories: int = 64
     """Most trajectories in flight at once."""
+    env_timeout_s: float = 300.0
+    """Deadline of each environment make/init/step call, over the environment's own budgets; past it the call
+    is abandoned (the environment's abandon() stops its work) and the trajectory ends in error."""
+    env_close_timeout_s: float = 30.0
+    """Deadline of each environment's close; past it the close is abandoned the same way."""
 
 
 @dataclasses.dataclass
@@ -851,6 +857,11 @@ def _check_ranges(cfg: Config) -> list[str]:
         t.max_wall_time_s is None or t.max_wall_time_s > 0,
         f"trainer.max_wall_time_s must be > 0 or null, got {t.max_wall_time_s}",
     )
+    for name, value in {
+        "generator.env_timeout_s": g.env_timeout_s,
+        "generator.env_close_timeout_s": g.env_close_timeout_s,
+    }.items():
+        need(value > 0 and math.isfinite(value), f"{name} must be a positive number of seconds, got {value}")
     need(
         g.max_tokens_per_trajectory is None or g.max_tokens_per_trajectory >= 1,
         f"generator.max_tokens_per_trajectory must be >= 1 or null, got {g.max_tokens_per_trajectory}",

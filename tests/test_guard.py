@@ -179,3 +179,28 @@ def test_reset_without_a_task_set_says_what_to_pass():
     env = EpisodeGuard(CrashyEnv())
     with pytest.raises(ValueError, match="has no default task set"):
         env.reset()
+
+
+def test_a_step_past_its_timeout_is_abandoned_and_the_env_told_to_stop():
+    import threading
+
+    class Stuck(BaseTextEnv):
+        def __init__(self):
+            super().__init__()
+            self.max_turns = 5
+            self.stop = threading.Event()
+            self.abandoned = 0
+
+        def step(self, action):
+            self.stop.wait(30)  # a query that only an interrupt ends
+            return {"observations": [], "reward": 0.0, "done": True, "metadata": {}}
+
+        def abandon(self):
+            self.abandoned += 1
+            self.stop.set()
+
+    env = Stuck()
+    guard = guarded(env, step_timeout_s=0.2)
+    out = guard.step("SELECT slow()")
+    assert (out["metadata"]["end"], out["metadata"]["truncated_by"]) == ("truncated", "step_timeout")
+    assert env.abandoned == 1 and env.stop.is_set()

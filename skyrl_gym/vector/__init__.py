@@ -9,19 +9,23 @@
         #                                   "metadata": {"end": "error", "error": "step timed out after 30 s"}}
 
 - :class:`VectorEnv` (``threaded.py``): blocking batch calls on a pool of daemon threads.
-- :class:`AsyncVectorEnv`, :func:`astep`, :func:`ainit` (``asyncio.py``): the same for asyncio callers.
+- :class:`AsyncVectorEnv`, :func:`astep`, :func:`ainit`, :func:`aclose`, :func:`acall` (``asyncio.py``): the
+  same for asyncio callers.
 - :class:`InitResult`, :class:`BatchStats`, :func:`error_output` (``results.py``): what comes back.
 """
 
-from skyrl_gym.vector.asyncio import AsyncVectorEnv, ainit, astep
+from skyrl_gym.vector.asyncio import AsyncVectorEnv, CallTimedOut, acall, aclose, ainit, astep
 from skyrl_gym.vector.results import BatchStats, InitResult, error_output
 from skyrl_gym.vector.threaded import VectorEnv, make_vec
 
 __all__ = [
     "AsyncVectorEnv",
     "BatchStats",
+    "CallTimedOut",
     "InitResult",
     "VectorEnv",
+    "acall",
+    "aclose",
     "ainit",
     "astep",
     "error_output",

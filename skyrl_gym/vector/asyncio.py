@@ -6,7 +6,11 @@ environments. The semantics are :class:`~skyrl_gym.vector.threaded.VectorEnv`'s:
 and an exception or a timeout becomes an error result for that environment only.
 
 - :class:`AsyncVectorEnv`: ``await vec.ainit(prompts)``, ``await vec.astep(actions)``, ``await vec.aclose()``.
-- :func:`ainit` and :func:`astep`: one environment, the same guarantees, no vector needed.
+- :func:`ainit`, :func:`astep` and :func:`aclose`: one environment, the same guarantees, no vector needed;
+  :func:`acall` runs any blocking call (making an environment, say) the same way.
+
+A call that overruns its deadline is abandoned and the environment's ``abandon()`` is called, so that what it
+was running (a query, an interpreter) stops instead of holding resources.
 
 Cancelling a coroutine gives up on the calls it waits for (they run on, abandoned, in their threads) and
 marks their environments done.
@@ -30,10 +34,15 @@ from skyrl_gym.vector.threaded import (
     _init_value_problem,
     _per_env_timeouts,
     _step_value_problem,
+    abandon_quietly,
     failure_message,
 )
 
-__all__ = ["AsyncVectorEnv", "ainit", "astep"]
+__all__ = ["AsyncVectorEnv", "CallTimedOut", "aclose", "acall", "ainit", "astep"]
+
+
+class CallTimedOut(TimeoutError):
+    """:func:`acall`'s call did not return within its deadline (it runs on, abandoned, in its thread)."""
 
 
 class AsyncVectorEnv(VectorEnv):
@@ -111,6 +120,8 @@ async def astep(env: Env, action: Any, timeout_s: float | None = None) -> EnvSte
     call = await _call_one(functools.partial(env.step, action), timeout_s)
     outcome = call.outcome
     assert outcome is not None
+    if outcome.timed_out:
+        abandon_quietly(env)
     message = failure_message("step", outcome, timeout_s)
     problem = None if message is not None else _step_value_problem(outcome.value)
     if message is None and problem is None:
@@ -124,12 +135,62 @@ async def ainit(env: Env, prompt: Any, timeout_s: float | None = None) -> InitRe
     call = await _call_one(functools.partial(env.init, prompt), timeout_s)
     outcome = call.outcome
     assert outcome is not None
+    if outcome.timed_out:
+        abandon_quietly(env)
     message = failure_message("init", outcome, timeout_s)
     problem = None if message is not None else _init_value_problem(outcome.value)
     if message is not None or problem is not None:
         return InitResult([], {}, error=message or f"init {problem}")
     observations, info = outcome.value
     return InitResult(observations, info)
+
+
+async def aclose(env: Env, timeout_s: float | None = None) -> str | None:
+    """``env.close()`` on a daemon thread, awaited: ``None`` when it closed, else what went wrong.
+
+    A close that raises is reported; one that takes longer than ``timeout_s`` is abandoned (after
+    ``env.abandon()``) and reported, so a hung close never holds up the caller.
+    """
+    timeout_s = _per_env_timeouts("timeout_s", timeout_s, 1)[0]
+    call = await _call_one(env.close, timeout_s)
+    outcome = call.outcome
+    assert outcome is not None
+    if outcome.timed_out:
+        abandon_quietly(env)
+    return failure_message("close", outcome, timeout_s)
+
+
+async def acall(
+    fn: Callable[[], Any], timeout_s: float | None = None, *, on_late: Callable[[Any], None] | None = None
+):
+    """``fn()`` on a daemon thread, awaited: its value, its exception, or :class:`CallTimedOut` after
+    ``timeout_s`` (counted from when it started).
+
+    A call that finishes after it was given up on hands its value to ``on_late`` (e.g. to close an
+    environment that was made too late), on the thread it ran on.
+    """
+    timeout_s = _per_env_timeouts("timeout_s", timeout_s, 1)[0]
+    lock = threading.Lock()
+    state = {"given_up": False}
+
+    def run() -> Any:
+        value = fn()
+        with lock:
+            late = state["given_up"]
+        if late and on_late is not None:
+            on_late(value)
+        return value
+
+    call = await _call_one(run, timeout_s)
+    outcome = call.outcome
+    assert outcome is not None
+    if outcome.timed_out:
+        with lock:
+            state["given_up"] = True
+        raise CallTimedOut(f"the call did not return within {timeout_s:g} s")
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.value
 
 
 _shared_pool: DaemonPool | None = None

@@ -363,6 +363,7 @@ class VectorEnv:
             message = f"{op} {problem}"
         if outcome.timed_out:
             self._abandoned[i] = call
+            abandon_quietly(self._envs[i])
             counts["timeouts"] += 1
         else:
             counts["errors"] += 1
@@ -436,6 +437,17 @@ class VectorEnv:
             self._pool.shutdown()
             raise failure
         return envs
+
+
+def abandon_quietly(env: Any) -> None:
+    """Call ``env.abandon()`` (see :meth:`skyrl_gym.Env.abandon`) if it has one; a failure is logged, not raised."""
+    method = getattr(env, "abandon", None)
+    if not callable(method):
+        return
+    try:
+        method()
+    except Exception:
+        logger.warning("abandon() of %s failed", env, exc_info=True)
 
 
 def failure_message(op: str, outcome: Outcome, timeout_s: float | None) -> str | None:

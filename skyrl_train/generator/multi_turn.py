@@ -30,9 +30,9 @@ trajectories run at once through a :class:`~skyrl_train.dispatch.Dispatcher`.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
+import functools
 import hashlib
 import logging
 import time
@@ -193,8 +193,10 @@ class MultiTurnGenerator(Generator):
         dispatcher: how trajectories run concurrently (default: ``async_batch`` with
             ``max_concurrent_trajectories``).
         max_concurrent_trajectories: the default dispatcher's concurrency limit.
-        env_timeout_s: a deadline for each environment ``init``/``step`` call (on top of the environment's
-            own budget); a call past it ends the trajectory in error.
+        env_timeout_s: a deadline for each environment ``make``/``init``/``step`` call (on top of the
+            environment's own budget); a call past it is abandoned (``env.abandon()`` stops its work) and the
+            trajectory ends in error, without holding up the batch.
+        env_close_timeout_s: the same for ``get_metrics`` and ``close`` at the end of a trajectory.
         pass_threshold: a trajectory with ``reward >= pass_threshold`` counts as passed in the metrics.
         chat_template_kwargs: extra arguments for ``apply_chat_template``.
     """
@@ -212,7 +214,8 @@ class MultiTurnGenerator(Generator):
         stop: Sequence[str] | None = None,
         dispatcher: Dispatcher | None = None,
         max_concurrent_trajectories: int | None = 64,
-        env_timeout_s: float | None = None,
+        env_timeout_s: float | None = 300.0,
+        env_close_timeout_s: float | None = 30.0,
         pass_threshold: float = 1.0,
         chat_template_kwargs: Mapping[str, Any] | None = None,
     ):
@@ -234,6 +237,7 @@ class MultiTurnGenerator(Generator):
         self.stop = list(stop or [])
         self.dispatcher = dispatcher or AsyncBatchDispatcher(max_concurrent_trajectories)
         self.env_timeout_s = env_timeout_s
+        self.env_close_timeout_s = env_close_timeout_s
         self.pass_threshold = pass_threshold
         self._env_types: dict[str, type] = {}
 
@@ -256,6 +260,8 @@ class MultiTurnGenerator(Generator):
             max_turns=getattr(gen, "max_turns", None),
             max_input_length=getattr(gen, "max_input_length", None),
             max_tokens_per_trajectory=getattr(gen, "max_tokens_per_trajectory", None),
+            env_timeout_s=getattr(gen, "env_timeout_s", 300.0),
+            env_close_timeout_s=getattr(gen, "env_close_timeout_s", 30.0),
             dispatcher=make_dispatcher(
                 getattr(gen, "dispatcher", "async_batch"), max_concurrency=concurrency
             ),
@@ -306,7 +312,7 @@ class MultiTurnGenerator(Generator):
         self, row: Mapping[str, Any], sampling_params: Any, *, group_id: int = 0, sample_index: int = 0
     ) -> Trajectory:
         """Play one trajectory of ``row``; never raises for a failure of the environment or the engine."""
-        from skyrl_gym.vector import ainit
+        from skyrl_gym.vector import acall, ainit
 
         trajectory = Trajectory(prompt_ids=[], group_id=group_id, sample_index=sample_index)
         trajectory.data_source = row.get("data_source") if isinstance(row.get("data_source"), str) else None
@@ -315,7 +321,11 @@ class MultiTurnGenerator(Generator):
             env_class, prompt, extras = _split_row(row, self.default_env_class)
             trajectory.env_class = env_class
             started = time.monotonic()
-            env = await asyncio.to_thread(self._make_env, env_class, extras)
+            env = await acall(
+                functools.partial(self._make_env, env_class, extras),
+                self.env_timeout_s,
+                on_late=_close_late_env,
+            )
             self._env_types.setdefault(env_class, type(getattr(env, "unwrapped", env)))
             start = await ainit(env, prompt, timeout_s=self.env_timeout_s)
             trajectory.env_s += time.monotonic() - started
@@ -329,10 +339,36 @@ class MultiTurnGenerator(Generator):
         finally:
             if env is not None:
                 started = time.monotonic()
-                trajectory.env_metrics = await asyncio.to_thread(_finish_env, env)
+                trajectory.env_metrics, problem = await self._finish_env(env)
                 trajectory.env_s += time.monotonic() - started
+                if problem is not None and trajectory.end != "error":
+                    self._fail(trajectory, f"environment {problem}")
         trajectory.reward = float(sum(trajectory.turn_rewards))
         return trajectory
+
+    async def _finish_env(self, env: Any) -> tuple[dict[str, Any], str | None]:
+        """The environment's metrics, then close it, each within ``env_close_timeout_s``.
+
+        Returns the metrics and ``None``, or what went wrong: a ``close`` that raised, or one that overran and
+        was abandoned (``env.abandon()`` stops its work), ends the trajectory in error (the environment's
+        machinery failed) instead of holding up the batch.
+        """
+        from skyrl_gym.vector import CallTimedOut, acall, aclose
+
+        metrics: dict[str, Any] = {}
+        problem = None
+        get_metrics = getattr(env, "get_metrics", None)
+        if callable(get_metrics):
+            try:
+                metrics = dict(await acall(get_metrics, self.env_close_timeout_s) or {})
+            except CallTimedOut:
+                problem = f"get_metrics() did not return within {self.env_close_timeout_s:g} s"
+            except Exception:
+                logger.warning("get_metrics() of %s failed:\n%s", env, traceback.format_exc())
+        failure = await aclose(env, self.env_close_timeout_s)
+        if failure is not None:
+            logger.warning("%s: %s", env, failure)
+        return metrics, problem or failure
 
     def _make_env(self, env_class: str, extras: dict[str, Any]) -> Any:
         import skyrl_gym
@@ -476,20 +512,12 @@ def _extend(
         trajectory.logprobs.extend([0.0] * len(ids))
 
 
-def _finish_env(env: Any) -> dict[str, Any]:
-    """The environment's metrics, then close it (runs on a thread); failures here are logged, not raised."""
-    metrics: dict[str, Any] = {}
-    try:
-        get_metrics = getattr(env, "get_metrics", None)
-        if callable(get_metrics):
-            metrics = dict(get_metrics() or {})
-    except Exception:
-        logger.warning("get_metrics() of %s failed:\n%s", env, traceback.format_exc())
+def _close_late_env(env: Any) -> None:
+    """Close an environment whose ``make`` returned after the generator gave up on it."""
     try:
         env.close()
     except Exception:
-        logger.warning("close() of %s failed:\n%s", env, traceback.format_exc())
-    return metrics
+        logger.warning("close() of a late environment %s failed:\n%s", env, traceback.format_exc())
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from typing import Any
 
@@ -342,6 +343,88 @@ def test_an_environment_step_past_its_deadline_is_an_error(tokenizer):
     slow, fast = run(generator.generate(rows, 1, params())).trajectories
     assert slow.is_error and "timed out" in slow.error
     assert fast.end == "terminated"
+
+
+class HangingEnv(ToolEnv):
+    """Hangs in the call named by ``extras["hang_in"]`` (make, init, step, get_metrics or close) until
+    ``abandon()`` releases it (or forever, with ``extras["ignore_abandon"]``)."""
+
+    released = threading.Event()  # set at the end of the test, for the calls that ignore abandon()
+    abandoned: list[str] = []
+
+    def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
+        super().__init__(env_config, extras)
+        self.hang_in = self.extras.get("hang_in")
+        self.stop = threading.Event()
+        if self.hang_in == "make":
+            self._hang()
+
+    def _hang(self) -> None:
+        event = HangingEnv.released if self.extras.get("ignore_abandon") else self.stop
+        while not event.wait(0.01) and not HangingEnv.released.is_set():
+            pass
+
+    def abandon(self) -> None:
+        HangingEnv.abandoned.append(self.hang_in)
+        self.stop.set()
+
+    def init(self, prompt):
+        if self.hang_in == "init":
+            self._hang()
+        return prompt, {}
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        if self.hang_in == "step":
+            self._hang()
+        return super().step(action)
+
+    def get_metrics(self) -> dict[str, Any]:
+        if self.hang_in == "get_metrics":
+            self._hang()
+        return super().get_metrics()
+
+    def close(self) -> None:
+        if self.hang_in == "close":
+            self._hang()
+
+
+def test_an_environment_hung_in_any_call_ends_its_trajectory_and_the_batch_completes(tokenizer):
+    skyrl_gym.register("gen_test_hanging", entry_point=HangingEnv)
+    HangingEnv.abandoned.clear()
+    HangingEnv.released.clear()
+    try:
+        rows = [
+            {**tool_row(hang_in=where, ignore_abandon=ignore), "env_class": "gen_test_hanging"}
+            for where in ("make", "init", "step", "get_metrics", "close")
+            for ignore in (False, True)
+        ]
+        rows.append({**tool_row(), "env_class": "gen_test_hanging"})
+        generator = MultiTurnGenerator(
+            ScriptedEngine(tokenizer, tool_script), env_timeout_s=0.3, env_close_timeout_s=0.3
+        )
+        output = run(generator.generate(rows, 1, params()))
+        *hung, fine = output.trajectories
+        assert fine.end == "terminated" and fine.reward == pytest.approx(1.1)
+        for row, trajectory in zip(rows, hung, strict=False):
+            where = row["hang_in"]
+            assert trajectory.is_error, where
+            expected = "did not return" if where in ("make", "get_metrics") else "timed out"
+            assert expected in trajectory.error, (where, trajectory.error)
+        # every hung call but make (no environment to call yet) was abandoned, and abandon() was called for it
+        assert sorted(HangingEnv.abandoned) == sorted(["init", "step", "close"] * 2)
+    finally:
+        HangingEnv.released.set()
+        skyrl_gym.deregister("gen_test_hanging")
+
+
+def test_env_deadlines_come_from_the_generator_config(tokenizer):
+    from skyrl_train.config import load_config
+
+    config = load_config(overrides=["generator.env_timeout_s=12.5", "generator.env_close_timeout_s=3"])
+    generator = MultiTurnGenerator.from_config(ScriptedEngine(tokenizer, tool_script), config)
+    assert (generator.env_timeout_s, generator.env_close_timeout_s) == (12.5, 3.0)
+    with pytest.raises(ValueError, match="generator.env_close_timeout_s"):
+        load_config(overrides=["generator.env_close_timeout_s=0"])
 
 
 # -- context exhaustion -----------------------------------------------------------------------------------
