@@ -24,6 +24,7 @@ from skyrl_gym.tools import (
     parse_tool_calls,
     tool,
 )
+from skyrl_gym.tools.parsing import MAX_CALLS
 
 EXPECTED_FORMAT = '<tool_call>{"name": "<tool name>", "arguments": {"<argument>": <value>, ...}}</tool_call>'
 
@@ -557,12 +558,36 @@ def test_parsers_stay_fast_and_total_on_adversarial_text(name):
 
 
 def test_adversarial_results_are_sensible():
-    assert len(parse_tool_calls(ADVERSARIAL["opening tool_call tags"])) == 90_000
+    opened = parse_tool_calls(ADVERSARIAL["opening tool_call tags"])
+    assert len(opened) == MAX_CALLS + 1 and "more than 256 tool calls" in opened[-1].message
     [deep] = parse_tag_calls(ADVERSARIAL["deep sql nesting"], "sql")
     assert deep.arguments["input"] == "<sql>" * 89_999 + "x" + "</sql>" * 89_999
     nul = parse_tool_calls(ADVERSARIAL["nul bytes"])
     assert nul[0].name == "a\x00"
     assert extract_tag(ADVERSARIAL["nul bytes"], "sql") == "\x00"
+
+
+def test_parsers_read_a_bounded_prefix_and_a_bounded_number_of_calls():
+    import tracemalloc
+
+    huge = "<sql>" * 10_000_000  # 50 MB of opening tags
+    tracemalloc.start()
+    try:
+        results = parse_tag_calls(huge, ["sql", "search"])
+        tool_results = parse_tool_calls("<tool_call>{}</tool_call>" * 2_000_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # what the parser itself allocates: the 4 MB prefix it reads and its token arrays, not gigabytes
+    assert peak < 64 * 2**20, peak
+    assert len(results) == MAX_CALLS + 1 and "more than 256" in results[-1].message
+    assert len(tool_results) == MAX_CALLS + 1
+    cut = parse_tag_calls("x" * 20 + "<sql>SELECT 1</sql>", "sql", max_chars=10)
+    assert cut == [ToolCallParseError(cut[0].message, "")] and "the last 29 were not read" in cut[0].message
+    calls = parse_tag_calls("<sql>a</sql>" * 5, "sql", max_calls=2)
+    assert [c.arguments["input"] for c in calls[:2]] == ["a", "a"] and len(calls) == 3
+    with pytest.raises(ValueError, match="max_chars"):
+        parse_tag_calls("x", "sql", max_chars=0)
 
 
 # -- checked execution ---------------------------------------------------------------------------------

@@ -9,11 +9,14 @@ Two protocols are understood:
 The parsers never raise on model text: each call comes back as a :class:`ToolCall`, and each block that
 cannot be understood as a :class:`ToolCallParseError` whose message tells the model what went wrong and
 what the expected format is. They run in linear time (``str.find`` and one literal-alternation regex, no
-backtracking), so a megabyte of adversarial text with thousands of unbalanced tags costs milliseconds.
+backtracking), so a megabyte of adversarial text with thousands of unbalanced tags costs milliseconds, and
+their memory is bounded whatever the text: they read at most :data:`MAX_PARSE_CHARS` characters and return
+at most :data:`MAX_CALLS` results, and say so in a last :class:`ToolCallParseError` when they stop early.
 """
 
 from __future__ import annotations
 
+import array
 import functools
 import json
 import re
@@ -24,6 +27,8 @@ from typing import Any
 from skyrl_gym.tools.schema import json_type_name
 
 __all__ = [
+    "MAX_CALLS",
+    "MAX_PARSE_CHARS",
     "TOOL_CALL_FORMAT",
     "ToolCall",
     "ToolCallParseError",
@@ -34,6 +39,11 @@ __all__ = [
 
 _OPEN = "<tool_call>"
 _CLOSE = "</tool_call>"
+
+MAX_PARSE_CHARS = 4_000_000
+"""The most characters of a text the parsers read; the rest is reported, not parsed."""
+MAX_CALLS = 256
+"""The most calls (and parse errors) one parse returns; the rest is reported, not parsed."""
 
 TOOL_CALL_FORMAT = '<tool_call>{"name": "<tool name>", "arguments": {"<argument>": <value>, ...}}</tool_call>'
 """How a JSON tool call is written; parse error messages quote it."""
@@ -61,7 +71,9 @@ class ToolCallParseError:
 
 
 # -- <tool_call>{json}</tool_call> -----------------------------------------------------------------------
-def parse_tool_calls(text: str) -> list[ToolCall | ToolCallParseError]:
+def parse_tool_calls(
+    text: str, *, max_calls: int = MAX_CALLS, max_chars: int = MAX_PARSE_CHARS
+) -> list[ToolCall | ToolCallParseError]:
     """Parse every ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block of ``text``, in order.
 
     ``arguments`` may be an object or a JSON string holding one; missing or ``null`` means no arguments, and
@@ -69,8 +81,10 @@ def parse_tool_calls(text: str) -> list[ToolCall | ToolCallParseError]:
     nest: a ``<tool_call>`` that is followed by another ``<tool_call>`` before any ``</tool_call>`` is
     reported as unclosed, so a literal tag inside an argument must be escaped (``\\u003c`` for ``<``, which
     ``json.dumps(...).replace("<", "\\\\u003c")`` does). Text outside the blocks, and a stray
-    ``</tool_call>``, are ignored.
+    ``</tool_call>``, are ignored. Only the first ``max_chars`` characters are read and at most ``max_calls``
+    results returned; stopping early is reported as a last parse error.
     """
+    text, cut = _bounded(text, max_chars)
     results: list[ToolCall | ToolCallParseError] = []
     end = len(text)
     pos = 0
@@ -78,7 +92,9 @@ def parse_tool_calls(text: str) -> list[ToolCall | ToolCallParseError]:
     while True:
         start = text.find(_OPEN, pos)
         if start < 0:
-            return results
+            return _with_cut_note(results, cut, max_chars)
+        if len(results) >= max_calls:
+            return _with_limit_note(results, max_calls)
         body_start = start + len(_OPEN)
         if close == -2 or 0 <= close < body_start:
             close = text.find(_CLOSE, body_start)
@@ -93,11 +109,43 @@ def parse_tool_calls(text: str) -> list[ToolCall | ToolCallParseError]:
                 )
             )
             if next_open < 0:
-                return results
+                return _with_cut_note(results, cut, max_chars)
             pos = next_open
             continue
         pos = close + len(_CLOSE)
         results.append(_parse_block(text[body_start:close], text[start:pos]))
+
+
+def _bounded(text: str, max_chars: int) -> tuple[str, int]:
+    """The first ``max_chars`` characters of ``text`` and how many were left out."""
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+        raise ValueError(f"max_chars must be a positive int, got {max_chars!r}")
+    if len(text) <= max_chars:
+        return text, 0
+    return text[:max_chars], len(text) - max_chars
+
+
+def _with_cut_note(results: list, cut: int, max_chars: int) -> list:
+    if cut:
+        results.append(
+            ToolCallParseError(
+                f"Error: the text is longer than {max_chars} characters; the last {cut} were not read. "
+                "Write shorter turns.",
+                "",
+            )
+        )
+    return results
+
+
+def _with_limit_note(results: list, max_calls: int) -> list:
+    results.append(
+        ToolCallParseError(
+            f"Error: more than {max_calls} tool calls in one turn; the rest were not read. "
+            "Make fewer calls per turn.",
+            "",
+        )
+    )
+    return results
 
 
 def _parse_block(body: str, raw: str) -> ToolCall | ToolCallParseError:
@@ -172,7 +220,9 @@ def _normalise_tags(tags: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def parse_tag_calls(text: str, tags: str | Iterable[str]) -> list[ToolCall | ToolCallParseError]:
+def parse_tag_calls(
+    text: str, tags: str | Iterable[str], *, max_calls: int = MAX_CALLS, max_chars: int = MAX_PARSE_CHARS
+) -> list[ToolCall | ToolCallParseError]:
     """Parse tag-style calls such as ``<sql>SELECT 1</sql>`` for the given tag names, in text order.
 
     Each complete block becomes ``ToolCall(name=tag, arguments={"input": inner_text.strip()}, raw=block)``.
@@ -187,33 +237,47 @@ def parse_tag_calls(text: str, tags: str | Iterable[str]) -> list[ToolCall | Too
     - A closing tag with no opening tag is ignored.
 
     ``tags`` is one name or several (``"sql"``, ``["sql", "solution"]``). Raises ``ValueError`` only for an
-    invalid tag name, never because of ``text``.
+    invalid tag name, never because of ``text``. Only the first ``max_chars`` characters are read and at most
+    ``max_calls`` results returned; stopping early is reported as a last parse error.
     """
     names = _normalise_tags(tags)
-    tokens = [(m.start(), m.end(), m.group(1) == "/", m.group(2)) for m in _tag_pattern(names).finditer(text)]
-    # Bracket matching per tag name: the closing token that balances each opening token.
-    partner: dict[int, int] = {}
-    open_stacks: dict[str, list[int]] = {name: [] for name in names}
-    for index, (_, _, closing, name) in enumerate(tokens):
-        stack = open_stacks[name]
-        if not closing:
-            stack.append(index)
-        elif stack:
-            partner[stack.pop()] = index
+    text, cut = _bounded(text, max_chars)
+    # Tokens as flat arrays (start offset; name index, negative for a closing tag): a few bytes per tag.
+    starts = array.array("q")
+    kinds = array.array("i")
+    for m in _tag_pattern(names).finditer(text):
+        starts.append(m.start())
+        index = names.index(m.group(2))
+        kinds.append(-index - 1 if m.group(1) else index + 1)
+    # Bracket matching per tag name: the closing token that balances each opening token (-1: none).
+    partner = array.array("q", [-1]) * len(starts)
+    open_stacks: list[list[int]] = [[] for _ in names]
+    for index, kind in enumerate(kinds):
+        if kind > 0:
+            open_stacks[kind - 1].append(index)
+        elif open_stacks[-kind - 1]:
+            partner[open_stacks[-kind - 1].pop()] = index
+    del open_stacks
 
     results: list[ToolCall | ToolCallParseError] = []
     pos = 0
-    for index, (start, end, closing, name) in enumerate(tokens):
-        if closing or start < pos:
+    for index, kind in enumerate(kinds):
+        start = starts[index]
+        if kind < 0 or start < pos:
             continue
-        match = partner.get(index)
-        if match is not None:
-            inner_end, pos = tokens[match][0], tokens[match][1]
+        if len(results) >= max_calls:
+            return _with_limit_note(results, max_calls)
+        name = names[kind - 1]
+        end = start + len(name) + 2
+        match = partner[index]
+        if match >= 0:
+            inner_end = starts[match]
+            pos = inner_end + len(name) + 3
             results.append(
                 ToolCall(name=name, arguments={"input": text[end:inner_end].strip()}, raw=text[start:pos])
             )
         else:
-            stop = tokens[index + 1][0] if index + 1 < len(tokens) else len(text)
+            stop = starts[index + 1] if index + 1 < len(starts) else len(text)
             results.append(
                 ToolCallParseError(
                     f"Error: <{name}> was opened but not closed with </{name}>. Write <{name}>...</{name}>",
@@ -221,7 +285,7 @@ def parse_tag_calls(text: str, tags: str | Iterable[str]) -> list[ToolCall | Too
                 )
             )
             pos = end
-    return results
+    return _with_cut_note(results, cut, max_chars)
 
 
 def extract_tag(text: str, tag: str, last: bool = True) -> str | None:
