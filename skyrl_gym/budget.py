@@ -30,6 +30,9 @@ class Budget:
     """Most tool calls (through ``BaseTextEnv._execute_tool``) per episode."""
     max_observation_chars: int | None = None
     """Longest content of one observation message; longer ones are cut with a note saying so."""
+    max_action_chars: int | None = 1_000_000
+    """Longest action (the model's text of one turn) passed to the environment; a longer one is answered by the
+    framework with an observation saying so, without calling ``step`` (the turn counts). ``None``: no limit."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

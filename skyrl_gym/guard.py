@@ -16,6 +16,9 @@ class's own. The rules below hold for every environment made that way, built-in 
   end state says it is not a score: trainers leave error episodes out of their statistics.
 - A step that returns something outside the contract (a non-finite reward, a non-bool ``done``, messages
   that are not ``{"role", "content"}`` dicts) is treated as an environment error.
+- An action longer than ``Budget.max_action_chars`` never reaches the environment: the framework answers it
+  with an observation saying so (reward 0.0, the turn counts, ``metadata["action_refused"]``), in constant
+  time whatever its size.
 - When the episode ends, ``metadata["end"]`` is one of ``terminated``, ``truncated`` or ``error``.
 """
 
@@ -190,7 +193,10 @@ class EpisodeGuard(Env):
         limit = min((t for t in (step_limit, episode_left) if t is not None), default=None)
 
         try:
-            output = self._runner.call(self._own_call, "step", action, timeout=limit)
+            if isinstance(action, str) and self._too_long(action):
+                output = self._refused(action)
+            else:
+                output = self._runner.call(self._own_call, "step", action, timeout=limit)
             output = _validated(output)
         except CallTimedOut:
             abandon = getattr(self.env, "abandon", None)
@@ -222,6 +228,25 @@ class EpisodeGuard(Env):
                 output["done"] = True
                 metadata.update(end=END_TRUNCATED, truncated_by="episode_timeout")
         return self._finish(output) if output["done"] else output
+
+    def _too_long(self, action: str) -> bool:
+        cap = self.budget.max_action_chars
+        return cap is not None and len(action) > cap
+
+    def _refused(self, action: str) -> EnvStepOutput:
+        cap = self.budget.max_action_chars
+        return EnvStepOutput(
+            observations=[
+                {
+                    "role": "user",
+                    "content": f"Your turn has {len(action)} characters, more than the {cap} this environment "
+                    "reads; nothing in it was run. Write a shorter turn.",
+                }
+            ],
+            reward=0.0,
+            done=False,
+            metadata={"action_refused": "too_long", "action_chars": len(action)},
+        )
 
     def _finish(self, output: EnvStepOutput) -> EnvStepOutput:
         metadata = output["metadata"]

@@ -204,3 +204,18 @@ def test_a_step_past_its_timeout_is_abandoned_and_the_env_told_to_stop():
     out = guard.step("SELECT slow()")
     assert (out["metadata"]["end"], out["metadata"]["truncated_by"]) == ("truncated", "step_timeout")
     assert env.abandoned == 1 and env.stop.is_set()
+
+
+def test_an_oversized_action_is_answered_without_reaching_the_env():
+    env = CountdownEnv(extras={"reward_spec": {"ground_truth": "5"}, "max_turns": 3})
+    guard = guarded(env)
+    out = guard.step("<answer>" * 10_000_000)  # 80 MB
+    assert out["done"] is False and out["reward"] == 0.0
+    assert out["metadata"] == {"action_refused": "too_long", "action_chars": 80_000_000}
+    assert "more than the 1000000" in out["observations"][0]["content"]
+    assert env.history == [] and env.turns == 0  # step() never saw it
+    small = guarded(CountdownEnv(extras={"max_turns": 2}), max_action_chars=10)
+    assert small.step("x" * 11)["metadata"]["action_refused"] == "too_long"
+    last = small.step("y" * 11)  # the refused turns still count against max_turns
+    assert (last["done"], last["metadata"]["truncated_by"]) == (True, "max_turns")
+    assert guarded(CountdownEnv(), max_action_chars=None).step("z" * 2_000_000)["metadata"]["guess"] is None
