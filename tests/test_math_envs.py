@@ -19,6 +19,7 @@ import skyrl_gym
 from skyrl_gym.envs.math import MathEnv, MultiTurnMathEnv
 from skyrl_gym.envs.math.scoring import Grade, extract_answer, grade, parse_number, score
 from skyrl_gym.envs.math.tasks import KINDS, build_rows, generate_problem, split_of, task_for_seed
+from skyrl_gym.guard import guard_of
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import adversarial_actions, episodes, tag_actions, text_actions
 
@@ -337,7 +338,7 @@ def test_multi_turn_runs_out_of_turns():
     last = env.step("#### 11")
     assert (last["reward"], last["done"], last["observations"]) == (0.0, True, [])
     assert last["metadata"]["end"] == "truncated" and last["metadata"]["truncated_by"] == "max_turns"
-    assert env.end == "truncated"
+    assert guard_of(env).end == "truncated"
 
 
 def test_multi_turn_max_turns_sources():

@@ -126,9 +126,52 @@ class NoOpNeverEnds(BaseTextEnv):
         return {"observations": [], "reward": 0.0, "done": False, "metadata": {}}
 
 
+class ErrorsOnItsOwnAttack(CountdownEnv):
+    """Reports its own machinery failing when the model sends the attack it declares."""
+
+    hostile_actions = ("kill -9 $PPID",)
+
+    def step(self, action):
+        if action == "kill -9 $PPID":
+            return {
+                "observations": [],
+                "reward": 0.0,
+                "done": True,
+                "metadata": {"end": "error", "error": "died"},
+            }
+        return super().step(action)
+
+
+class EndsInErrorOnEmoji(CountdownEnv):
+    def step(self, action):
+        if "🙂" in action:
+            return {
+                "observations": [],
+                "reward": 0.0,
+                "done": True,
+                "metadata": {"end": "error", "error": "x"},
+            }
+        return super().step(action)
+
+
+def test_hostile_actions_that_end_in_error_break_their_rule():
+    assert "model-failures-are-not-errors" in rules_broken(
+        lambda: skyrl_gym.EpisodeGuard(ErrorsOnItsOwnAttack())
+    )
+    report = check_env(lambda: skyrl_gym.EpisodeGuard(CountdownEnv()), raise_on_failure=False)
+    assert "model-failures-are-not-errors" in report.skipped
+
+    class Survives(CountdownEnv):
+        hostile_actions = ("kill -9 $PPID",)
+
+    report = check_env(lambda: skyrl_gym.EpisodeGuard(Survives()), raise_on_failure=False)
+    assert report.ok and "model-failures-are-not-errors" in report.passed
+
+
 @pytest.mark.parametrize(
     "env_class, rule",
     [
+        (EndsInErrorOnEmoji, "survives-adversarial-actions"),
         (NanReward, "reward-is-finite-float"),
         (IntDone, "done-is-bool"),
         (SetMetadata, "metadata-is-json"),

@@ -44,6 +44,8 @@ RULES: dict[str, str] = {
     "budget-observation-length": "an observation-length budget caps every observation",
     "survives-adversarial-actions": "adversarial actions (empty, 1 MB, unicode, emoji, NUL, lone surrogates, "
     "unbalanced, nested and repeated tags, broken tool calls) get an observation, not an exception or an error end",
+    "model-failures-are-not-errors": "the environment's own hostile actions (its hostile_actions attribute: code "
+    "that kills its interpreter, queries that exhaust its database...) end as the model's failure, never in error",
     "oracle-earns-full-reward": "the reference action of a task earns the full reward and terminates",
     "noop-earns-nothing": "a no-op action, repeated until the end, earns no positive reward",
     "gymnasium-check-env": "gymnasium.utils.env_checker.check_env passes on the Gymnasium view of the environment",
@@ -369,8 +371,28 @@ def check_env(
     with checker.rule("survives-adversarial-actions"):
         env = checker.fresh()
         for action in adversarial_action_list(all_tags):
-            checker.play(env, [action], sources[0])
+            for output in checker.play(env, [action], sources[0]):
+                if output["metadata"].get("end") == "error":
+                    raise _Broken(
+                        "survives-adversarial-actions",
+                        f"step({_describe(action)}) ended in error: {output['metadata'].get('error')}",
+                    )
         env.close()
+
+    hostile = tuple(getattr(probe.unwrapped, "hostile_actions", ()) or ())
+    if not hostile:
+        report.skipped["model-failures-are-not-errors"] = "the environment declares no hostile_actions"
+    else:
+        with checker.rule("model-failures-are-not-errors"):
+            env = checker.fresh()
+            for action in hostile:
+                for output in checker.play(env, [action, action], sources[0]):
+                    if output["metadata"].get("end") == "error":  # play() flags it; this names the rule
+                        raise _Broken(
+                            "model-failures-are-not-errors",
+                            f"step({_describe(action)}) ended in error: {output['metadata'].get('error')}",
+                        )
+            env.close()
 
     probe_actions = [*actions, noop_action]
     nondeterministic = getattr(getattr(probe, "spec", None), "nondeterministic", False)
