@@ -15,8 +15,9 @@
 """
 
 from skyrl_gym.vector.asyncio import AsyncVectorEnv, CallTimedOut, acall, aclose, ainit, astep
+from skyrl_gym.vector.factory import make_vec
 from skyrl_gym.vector.results import BatchStats, InitResult, error_output
-from skyrl_gym.vector.threaded import VectorEnv, make_vec
+from skyrl_gym.vector.threaded import VectorEnv
 
 __all__ = [
     "AsyncVectorEnv",

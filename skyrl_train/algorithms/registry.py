@@ -11,14 +11,16 @@
         return advantages, returns
 
 and then ``trainer.algorithm.advantage_estimator=my_baseline``. The module that registers must be imported
-before the config is loaded. This module imports no torch.
+before the config is loaded. The registries are :class:`skyrl_gym.registries.Registry` objects; this module
+imports no torch (the built-ins are imported when first used).
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from skyrl_gym.registries import Registry, UnknownNameError
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -33,68 +35,36 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+UnknownAlgorithmError = UnknownNameError
+"""A name that no algorithm is registered under (a ``LookupError``); the message suggests close names."""
 
-class UnknownAlgorithmError(LookupError):
-    """A name that no function is registered under; the message suggests close names and lists all."""
-
-
-class Registry(Generic[F]):
-    """Functions by name, for one kind of algorithm (``kind`` appears in error messages)."""
-
-    def __init__(self, kind: str, config_key: str):
-        self.kind = kind
-        self.config_key = config_key
-        self._functions: dict[str, F] = {}
-
-    def register(self, name: str, *, override: bool = False) -> Callable[[F], F]:
-        """Decorator: register the function under ``name`` (an existing name needs ``override=True``)."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a {self.kind} name must be a non-empty string, got {name!r}")
-
-        def add(fn: F) -> F:
-            existing = self._functions.get(name)
-            if existing is not None and existing is not fn and not override:
-                raise ValueError(
-                    f"{self.kind} {name!r} is already registered ({existing.__module__}."
-                    f"{existing.__qualname__}); pass override=True to replace it"
-                )
-            self._functions[name] = fn
-            return fn
-
-        return add
-
-    def get(self, name: str) -> F:
-        """The function registered as ``name``; :class:`UnknownAlgorithmError` with a did-you-mean if none."""
-        try:
-            return self._functions[name]
-        except KeyError:
-            raise UnknownAlgorithmError(self.unknown_message(name)) from None
-
-    def unknown_message(self, name: str) -> str:
-        """The error text for an unknown ``name``."""
-        known = self.names()
-        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
-        hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
-        return f"unknown {self.kind} {name!r} ({self.config_key}); {hint}Registered: {', '.join(known) or 'none'}"
-
-    def names(self) -> list[str]:
-        """Registered names, sorted."""
-        return sorted(self._functions)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._functions
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
-
+_ADVANTAGES = "skyrl_train.algorithms.advantages"
+_LOSSES = "skyrl_train.algorithms.policy_loss"
 
 ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
-    "advantage estimator", "trainer.algorithm.advantage_estimator"
+    "advantage estimator",
+    "trainer.algorithm.advantage_estimator",
+    builtins={
+        "grpo": f"{_ADVANTAGES}:grpo",
+        "dr_grpo": f"{_ADVANTAGES}:dr_grpo",
+        "rloo": f"{_ADVANTAGES}:rloo",
+        "reinforce++": f"{_ADVANTAGES}:reinforce_plus_plus",
+        "gae": f"{_ADVANTAGES}:gae",
+    },
 )
-"""Advantage estimators by name. Built-ins register when :mod:`skyrl_train.algorithms` is imported."""
+"""Advantage estimators by name; the built-ins are imported when first asked for."""
 
-POLICY_LOSSES: Registry[Callable[..., Any]] = Registry("policy loss", "trainer.algorithm.policy_loss_type")
-"""Policy losses by name. Built-ins register when :mod:`skyrl_train.algorithms` is imported."""
+POLICY_LOSSES: Registry[Callable[..., Any]] = Registry(
+    "policy loss",
+    "trainer.algorithm.policy_loss_type",
+    builtins={
+        "ppo": f"{_LOSSES}:ppo_loss",
+        "regular": f"{_LOSSES}:ppo_loss",
+        "dual_clip": f"{_LOSSES}:dual_clip_loss",
+        "gspo": f"{_LOSSES}:gspo_loss",
+    },
+)
+"""Policy losses by name (``regular`` is SkyRL's name for ``ppo``); built-ins imported when first asked for."""
 
 
 def register_advantage_estimator(name: str, *, override: bool = False) -> Callable[[F], F]:
@@ -119,13 +89,9 @@ def register_policy_loss(name: str, *, override: bool = False) -> Callable[[F], 
 
 def get_advantage_estimator(name: str) -> Callable[..., Any]:
     """The advantage estimator registered as ``name`` (built-ins included)."""
-    import skyrl_train.algorithms  # noqa: F401 - registers the built-ins
-
     return ADVANTAGE_ESTIMATORS.get(name)
 
 
 def get_policy_loss(name: str) -> Callable[..., Any]:
     """The policy loss registered as ``name`` (built-ins included)."""
-    import skyrl_train.algorithms  # noqa: F401 - registers the built-ins
-
     return POLICY_LOSSES.get(name)

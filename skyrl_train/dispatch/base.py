@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from skyrl_gym.registries import Registry
+
 __all__ = ["Dispatcher", "DispatchStats", "Job", "make_dispatcher", "register_dispatcher", "DISPATCHERS"]
 
 T = TypeVar("T")
@@ -48,28 +50,19 @@ class Dispatcher(abc.ABC):
         """Await every job and return their results, in the order of ``jobs``."""
 
 
-DISPATCHERS: dict[str, Callable[..., Dispatcher]] = {}
+DISPATCHERS: Registry[Callable[..., Dispatcher]] = Registry(
+    "dispatcher",
+    "generator.dispatcher",
+    builtins={"async_batch": "skyrl_train.dispatch.async_batch:AsyncBatchDispatcher"},
+)
 """Dispatcher factories by name; see :func:`register_dispatcher`."""
 
 
 def register_dispatcher(name: str) -> Callable[[Callable[..., Dispatcher]], Callable[..., Dispatcher]]:
     """Class decorator: make a dispatcher available to :func:`make_dispatcher` (``generator.dispatcher``)."""
-
-    def add(factory: Callable[..., Dispatcher]) -> Callable[..., Dispatcher]:
-        if name in DISPATCHERS and DISPATCHERS[name] is not factory:
-            raise ValueError(f"dispatcher {name!r} is already registered ({DISPATCHERS[name]!r})")
-        DISPATCHERS[name] = factory
-        return factory
-
-    return add
+    return DISPATCHERS.register(name)
 
 
 def make_dispatcher(name: str, **kwargs: Any) -> Dispatcher:
     """The dispatcher registered as ``name``, built with ``kwargs`` (e.g. ``max_concurrency=64``)."""
-    import skyrl_train.dispatch  # noqa: F401 - registers the built-in dispatchers
-
-    factory = DISPATCHERS.get(name)
-    if factory is None:
-        known = ", ".join(sorted(DISPATCHERS)) or "none"
-        raise ValueError(f"unknown dispatcher {name!r} (generator.dispatcher); registered: {known}")
-    return factory(**kwargs)
+    return DISPATCHERS.get(name)(**kwargs)

@@ -359,9 +359,9 @@ def test_unknown_names_suggest_close_ones():
 
 def test_custom_estimator_and_loss_register_and_run(monkeypatch):
     monkeypatch.setattr(
-        registry.ADVANTAGE_ESTIMATORS, "_functions", dict(registry.ADVANTAGE_ESTIMATORS._functions)
+        registry.ADVANTAGE_ESTIMATORS, "_entries", dict(registry.ADVANTAGE_ESTIMATORS._entries)
     )
-    monkeypatch.setattr(registry.POLICY_LOSSES, "_functions", dict(registry.POLICY_LOSSES._functions))
+    monkeypatch.setattr(registry.POLICY_LOSSES, "_entries", dict(registry.POLICY_LOSSES._entries))
 
     @alg.register_advantage_estimator("reward_as_advantage")
     def reward_as_advantage(
