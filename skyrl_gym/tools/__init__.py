@@ -7,7 +7,7 @@
   :class:`ToolResult` the model can read.
 
 Only the standard library is imported. ``SearchToolGroup`` (SkyRL's ``from skyrl_gym.tools import
-SearchToolGroup``) is the search environment's tool group, imported when first used.
+SearchToolGroup``) is the ``search`` tool of :mod:`skyrl_gym.tools.search`, imported when first used.
 """
 
 from skyrl_gym.tools.core import ToolGroup, ToolResult, execute_tool_calls, tool
@@ -37,7 +37,7 @@ __all__ = [
 
 def __getattr__(name: str):
     if name == "SearchToolGroup":
-        from skyrl_gym.envs.search.env import SearchToolGroup
+        from skyrl_gym.tools.search import SearchToolGroup
 
         return SearchToolGroup
     raise AttributeError(f"module 'skyrl_gym.tools' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import skyrl_gym
-from skyrl_gym.envs.search.env import INVALID_ACTION, SearchConfig, SearchEnv, SearchToolGroup
+from skyrl_gym.envs.search.env import EMPTY_QUERY, INVALID_ACTION, SearchConfig, SearchEnv, SearchToolGroup
 from skyrl_gym.envs.search.retrieval import BM25Retriever, serve
 from skyrl_gym.envs.search.scoring import (
     compute_score,
@@ -51,6 +51,12 @@ def make(corpus: Path, task: dict = CAPITAL, **env_config) -> skyrl_gym.Env:
     env = skyrl_gym.make("search", env_config={"corpus_path": str(corpus), **env_config})
     env.reset(options={"prompt": task["prompt"], "extras": task["extras"]})
     return env
+
+
+def result_of(content: str) -> str:
+    """The result text inside SkyRL's observation ``\\n<information>{"result": ...}</information>\\n``."""
+    assert content.startswith("\n<information>") and content.endswith("</information>\n"), content
+    return json.loads(content[len("\n<information>") : -len("</information>\n")])["result"]
 
 
 # -- scoring ------------------------------------------------------------------------------------------------
@@ -122,7 +128,8 @@ def test_compute_score_is_skyrls():
     assert compute_score("<answer>Paris</answer>", truth) == 0.0
     assert compute_score("Warsaw", truth) == 0.0
     assert compute_score("<answer>Paris</answer>", truth, format_score=0.1) == 0.1
-    assert compute_score("<answer>x</answer>" * 10 + "<answer>Warsaw</answer>", truth) == 0.25  # tag spam
+    # no penalty for many answer tags, as in SkyRL: the last one counts
+    assert compute_score("<answer>x</answer>" * 10 + "<answer>Warsaw</answer>", truth) == 1.0
     assert compute_score("<answer>Sax</answer>", ["Adolphe Sax"], metric="f1") == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="'em' or 'f1'"):
         compute_score("<answer>x</answer>", truth, metric="bleu")
@@ -148,24 +155,23 @@ def test_the_reference_answer_earns_one(corpus: Path):
 
 
 def test_a_search_turn_shows_the_supporting_passage_then_the_answer_scores(corpus: Path):
-    env = make(corpus)
+    env = make(corpus, max_turns=3)
     output = env.step("<think>Where was she born?</think>\n<search> Marie Curie born in Warsaw </search>")
     assert output["reward"] == 0.0 and not output["done"]
     [message] = output["observations"]
     assert message["role"] == "user"
-    content = message["content"]
-    assert content.startswith('\n<information>Doc 1(Title: "Marie Curie") Marie Curie was a physicist')
-    assert content.endswith("</information>\n") and "Doc 2(Title: " in content
+    result = result_of(message["content"])
+    assert result.startswith('Doc 1: "Marie Curie"\nMarie Curie was a physicist') and "\nDoc 2: " in result
     metadata = output["metadata"]
     assert metadata["action"] == "search" and metadata["query"] == "Marie Curie born in Warsaw"
     assert metadata["doc_ids"][:2] == ["curie", "warsaw"] and metadata["search_error"] is None
     assert (metadata["tool_group"], metadata["tool_name"], metadata["tool_input"]) == (
         "SearchToolGroup",
         "search",
-        ["Marie Curie born in Warsaw"],
+        [" Marie Curie born in Warsaw "],  # what the model wrote between the tags, as SkyRL reports it
     )
     content = env.step("<search>capital of Poland</search>")["observations"][0]["content"]
-    assert 'Doc 1(Title: "Warsaw") Warsaw is the capital and largest city of Poland.' in content
+    assert result_of(content).startswith('Doc 1: "Warsaw"\nWarsaw is the capital and largest city of Poland.')
     output = env.step("<think>Warsaw.</think><answer>warsaw</answer>")
     assert output["reward"] == 1.0 and output["metadata"]["searches"] == 2
     assert env.unwrapped.get_metrics() == {
@@ -186,8 +192,20 @@ def test_a_wrong_answer_earns_zero_and_f1_mode_gives_partial_credit(corpus: Path
     assert make(corpus, MOUNTAIN).step("<answer>kilimanjaro</answer>")["reward"] == 1.0  # any target
 
 
-def test_actions_without_a_valid_tag_are_told_the_protocol(corpus: Path):
+def test_actions_without_a_valid_tag_get_an_empty_information_block(corpus: Path):
     env = make(corpus, max_turns=10)
+    for action in ("I think it is Warsaw.", "<search>capital of", "</search> Poland <search>"):
+        output = env.step(action)
+        assert output["observations"][0]["content"] == "\n<information></information>\n"
+        assert output["metadata"]["action"] == "invalid" and output["metadata"]["tool_input"] == [None]
+    output = env.step("<search>   </search>")  # an empty query is searched, as SkyRL sends it
+    assert result_of(output["observations"][0]["content"]) == "No search results found."
+    assert output["metadata"]["doc_ids"] == [] and output["metadata"]["search_error"] is None
+    assert env.unwrapped.get_metrics()["searches"] == 1
+
+
+def test_invalid_action_explain_tells_the_protocol(corpus: Path):
+    env = make(corpus, max_turns=10, invalid_action="explain")
     output = env.step("I think it is Warsaw.")
     assert (
         output["observations"][0]["content"] == INVALID_ACTION and output["metadata"]["action"] == "invalid"
@@ -195,14 +213,19 @@ def test_actions_without_a_valid_tag_are_told_the_protocol(corpus: Path):
     assert "<search> and </search>" in INVALID_ACTION and "<answer> and </answer>" in INVALID_ACTION
     content = env.step("<search>capital of")["observations"][0]["content"]
     assert "<search> was opened but not closed" in content and "<answer>" in content
-    output = env.step("<search>   </search>")
-    assert (
-        "empty" in output["observations"][0]["content"]
-        and output["metadata"]["search_error"] == "empty query"
-    )
+    assert env.step("<search>   </search>")["observations"][0]["content"] == EMPTY_QUERY
     content = env.step("<search>zyxwv qqqq</search>")["observations"][0]["content"]
-    assert content == "\n<information>No passages found for this query.</information>\n"
+    assert content == '\n<information>{"result": "No search results found."}</information>\n'
     assert env.unwrapped.get_metrics()["searches"] == 1  # the empty query was not a search
+
+
+def test_observation_format_search_r1_shows_plain_passages(corpus: Path):
+    env = make(corpus, max_turns=3, observation_format="search_r1")
+    content = env.step("<search>capital of Poland</search>")["observations"][0]["content"]
+    assert content.startswith('\n<information>Doc 1(Title: "Warsaw") Warsaw is the capital and largest city')
+    assert content.endswith("\n</information>\n") and content.count("Doc ") == 3
+    content = env.step("<search>zyxwv qqqq</search>")["observations"][0]["content"]
+    assert content == "\n<information>No search results found.</information>\n"
 
 
 def test_running_out_of_turns_ends_truncated_with_nothing(corpus: Path):
@@ -214,24 +237,24 @@ def test_running_out_of_turns_ends_truncated_with_nothing(corpus: Path):
     assert env.unwrapped.get_metrics()["searches"] == 1
 
 
-def test_max_turns_comes_from_extras_then_env_config_then_four(corpus: Path):
+def test_max_turns_comes_from_extras_then_env_config_then_two_as_in_skyrl(corpus: Path):
     extras = CAPITAL["extras"]
-    assert SearchEnv({"corpus_path": str(corpus)}, extras).max_turns == 4
-    assert SearchEnv({"max_turns": 2}, extras).max_turns == 2
-    assert SearchEnv({"max_turns": 2}, {**extras, "max_turns": 6}).max_turns == 6
+    assert SearchEnv({"corpus_path": str(corpus)}, extras).max_turns == 2
+    assert SearchEnv({"corpus_path": str(corpus), "max_turns": 5}, extras).max_turns == 5
+    assert SearchEnv({"corpus_path": str(corpus), "max_turns": 5}, {**extras, "max_turns": 6}).max_turns == 6
 
 
 def test_a_no_op_earns_nothing(corpus: Path):
     env = skyrl_gym.make("search", env_config={"corpus_path": str(corpus)})
     outputs = play_episode(env, [""] * 10, task=CAPITAL)
-    assert len(outputs) == 4 and sum(o["reward"] for o in outputs) == 0.0
+    assert len(outputs) == 2 and sum(o["reward"] for o in outputs) == 0.0
 
 
 @pytest.mark.parametrize(("kind", "options"), [("dense", {}), ("hybrid", {"hybrid_weights": [1.0, 2.0]})])
 def test_dense_and_hybrid_retrievers_serve_the_environment(corpus: Path, kind: str, options: dict):
     env = make(corpus, retriever=kind, **options)
     output = env.step("<search>which organelle makes energy for cells</search>")
-    assert output["observations"][0]["content"].startswith('\n<information>Doc 1(Title: "Mitochondrion")')
+    assert result_of(output["observations"][0]["content"]).startswith('Doc 1: "Mitochondrion"\n')
     assert env.unwrapped.tool_group.retriever.kind == kind
 
 
@@ -255,22 +278,23 @@ def test_a_search_server_that_is_down_ends_the_episode_as_an_error(corpus: Path)
     running = serve(BM25Retriever.from_corpus(corpus))
     url = running.url
     running.close()
-    env = make(corpus, search_url=url, retries=0, timeout=2)
+    env = make(corpus, search_url=url, retries=0, timeout=2, on_search_error="error")
     output = env.step("<search>capital of Poland</search>")
     assert output["done"] and output["metadata"]["end"] == "error"
-    assert "unreachable" in output["metadata"]["error"] and url in output["metadata"]["error"]
+    error = output["metadata"]["error"]
+    assert "Connection Error" in error and url in error and "retrieval.server" in error
 
 
-def test_a_search_server_that_is_down_can_be_an_observation(corpus: Path):
+def test_a_search_server_that_is_down_is_an_observation_by_default(corpus: Path):
     running = serve(BM25Retriever.from_corpus(corpus))
     url = running.url
     running.close()
-    env = make(corpus, search_url=url, retries=0, timeout=2, on_search_error="observe")
+    env = make(corpus, search_url=url, retries=0, timeout=2)
     output = env.step("<search>capital of Poland</search>")
     assert not output["done"] and output["metadata"].get("end") is None
-    content = output["observations"][0]["content"]
-    assert content.startswith("\n<information>Search error: the search server at " + url)
-    assert "unreachable" in content and output["metadata"]["search_error"]
+    result = result_of(output["observations"][0]["content"])
+    assert result.startswith("Search error: [Search Request ID: ") and "Connection Error: " in result
+    assert output["metadata"]["search_error"] in result
     assert env.step("<answer>Warsaw</answer>")["reward"] == 1.0  # the episode goes on
     assert env.unwrapped.get_metrics()["search_errors"] == 1
 
@@ -279,14 +303,14 @@ def test_the_search_tool_group_works_the_skyrl_way(corpus: Path, server):
     from skyrl_gym.tools import SearchToolGroup as SkyRLImport  # where SkyRL code imports it from
 
     assert SkyRLImport is SearchToolGroup
-    group = SearchToolGroup(search_url=server.url, topk=2, timeout=5, log_request=False)  # SkyRL's signature
+    group = SearchToolGroup(search_url=server.url, topk=2, timeout=5, log_requests=False)  # SkyRL's signature
     assert group.get_name() == "SearchToolGroup" and group.get_tool_names() == ["search"]
-    text = group.execute_tool("search", "capital of Poland")
-    assert text.startswith('Doc 1(Title: "Warsaw")') and text.count("Doc ") == 2
+    text = json.loads(group.execute_tool("search", "capital of Poland"))["result"]
+    assert text.startswith('Doc 1: "Warsaw"\n') and text.count("Doc ") == 2
     assert group.get_tool_schemas()[0]["function"]["parameters"]["required"] == ["query"]
     env = make(corpus)
     wrapped = env.unwrapped._execute_tool("SearchToolGroup", "search", ["capital of Poland"])
-    assert wrapped.startswith("\n<information>Doc 1(") and wrapped.endswith("</information>\n")
+    assert result_of(wrapped).startswith('Doc 1: "Warsaw"\n')
 
 
 # -- configuration ------------------------------------------------------------------------------------------
@@ -299,8 +323,12 @@ def test_env_config_refuses_nonsense():
         SearchConfig(retriever="google")
     with pytest.raises(ValueError, match="needs env_config.search_url"):
         SearchConfig(retriever="remote")
-    with pytest.raises(ValueError, match="reward must be 'em' or 'f1'"):
+    with pytest.raises(ValueError, match="reward must be one of 'em', 'f1'"):
         SearchConfig(reward="bleu")
+    with pytest.raises(ValueError, match="request_format must be one of 'skyrl', 'search_r1'"):
+        SearchConfig(request_format="list")
+    with pytest.raises(ValueError, match="invalid_action must be one of"):
+        SearchConfig(invalid_action="ignore")
     with pytest.raises(ValueError, match="topk must be a positive integer"):
         SearchConfig(topk=0)
     assert SearchConfig(search_url="http://h:1/retrieve").retriever_kind == "remote"
@@ -313,10 +341,9 @@ def test_starting_without_answers_says_what_is_missing(corpus: Path):
         SearchEnv({"corpus_path": str(corpus)}).init([{"role": "user", "content": "?"}])
 
 
-def test_a_missing_corpus_is_a_clear_error(tmp_path: Path):
-    env = SearchEnv({"corpus_path": str(tmp_path / "gone.jsonl")}, CAPITAL["extras"])
+def test_a_missing_corpus_is_a_clear_error_when_the_env_is_made(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="gone.jsonl"):
-        env.init(CAPITAL["prompt"])
+        SearchEnv({"corpus_path": str(tmp_path / "gone.jsonl")}, CAPITAL["extras"])
 
 
 def test_importing_the_environment_stays_light():
@@ -353,7 +380,9 @@ def test_check_env_on_the_bundled_corpus_with_seeds_and_gymnasium():
     observation, info = env.reset(seed=3)
     assert isinstance(observation, str) and "<search>" in observation and info["retriever"] == "bm25"
     observation, reward, terminated, truncated, info = env.step("<search>capital of France</search>")
-    assert "<information>Doc 1(Title: " in observation and reward == 0.0 and not (terminated or truncated)
+    assert (
+        '<information>{"result": "Doc 1: ' in observation and reward == 0.0 and not (terminated or truncated)
+    )
     observation, reward, terminated, truncated, info = env.step(env.unwrapped.env.reference_action())
     assert reward == 1.0 and terminated and not truncated
     env.close()
@@ -378,5 +407,5 @@ def test_adversarial_episodes_get_observations_and_rewards_in_range(corpus: Path
     outputs = play_episode(env, actions, task=CAPITAL)
     env.close()
     for output in outputs:
-        assert output["reward"] in (0.0, 0.25, 1.0)
+        assert output["reward"] in (0.0, 1.0)
         assert output["done"] or output["observations"][0]["content"].strip()

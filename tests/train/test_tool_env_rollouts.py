@@ -80,7 +80,7 @@ def test_a_mixed_batch_rolls_out_through_the_real_tools(tokenizer):
             assert "```output\n42\n```" in observations[0]  # what the sandboxed interpreter printed
         elif row["env_class"] == "search":
             assert trajectory.num_turns == 2
-            assert observations[0].startswith("\n<information>Doc 1(Title:")
+            assert observations[0].startswith('\n<information>{"result": "Doc 1: ')
         else:
             assert trajectory.num_turns == 1 and observations == []
         # the loss mask covers the model's turns and nothing the environments wrote

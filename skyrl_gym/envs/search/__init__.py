@@ -1,8 +1,10 @@
 """The search environment: Search-R1-style question answering over an offline passage corpus.
 
-- :mod:`.env`: :class:`~skyrl_gym.envs.search.env.SearchEnv`, registered as ``search``, and SkyRL's
-  ``SearchToolGroup``;
-- :mod:`.scoring`: exact match and F1 after Search-R1's answer normalisation;
+- :mod:`.env`: :class:`~skyrl_gym.envs.search.env.SearchEnv`, registered as ``search``, and its settings
+  ``SearchConfig`` (SkyRL's ``SearchEnvConfig``); the tool it uses, ``SearchToolGroup``, lives in
+  :mod:`skyrl_gym.tools.search`;
+- :mod:`.scoring`: exact match and F1 after Search-R1's answer normalisation; :mod:`.utils`: the same
+  under SkyRL's names (``extract_solution``, ``em_check``, ``compute_score``);
 - :mod:`.retrieval`: BM25, dense, hybrid and remote retrievers, and a Search-R1-compatible server;
 - :mod:`.data`: the bundled corpus and question sets.
 
@@ -17,6 +19,7 @@ from typing import Any
 __all__ = [
     "SearchConfig",
     "SearchEnv",
+    "SearchEnvConfig",
     "SearchToolGroup",
     "compute_score",
     "em_check",
@@ -27,7 +30,8 @@ __all__ = [
 _LAZY = {
     "SearchConfig": "skyrl_gym.envs.search.env",
     "SearchEnv": "skyrl_gym.envs.search.env",
-    "SearchToolGroup": "skyrl_gym.envs.search.env",
+    "SearchEnvConfig": "skyrl_gym.envs.search.env",
+    "SearchToolGroup": "skyrl_gym.tools.search",
     "compute_score": "skyrl_gym.envs.search.scoring",
     "em_check": "skyrl_gym.envs.search.scoring",
     "f1_score": "skyrl_gym.envs.search.scoring",

@@ -1,25 +1,33 @@
-"""``SearchEnv``: question answering with a search engine, in Search-R1's protocol (as SkyRL runs it).
+"""``SearchEnv``: question answering with a search engine, in SkyRL's search protocol (Search-R1's tags).
 
 Each turn the model writes some of:
 
 - ``<think>...</think>``: its reasoning (free; not checked);
-- ``<search> query </search>``: a search; the environment answers with the best passages::
+- ``<search> query </search>``: a search; the environment answers with the ``search`` tool's result,
+  SkyRL's way::
 
-      \\n<information>Doc 1(Title: "Paris") Paris is the capital of France.
-      Doc 2(Title: ...) ...</information>\\n
+      \\n<information>{"result": "Doc 1: \\"Paris\\"\\nParis is the capital of France.\\nDoc 2: ..."}</information>\\n
 
+  ``{"result": "No search results found."}`` when nothing matched, ``{"result": "Search error: ..."}`` when
+  the search failed (the episode goes on), and an empty ``\\n<information></information>\\n`` for a turn
+  without a complete ``<search>...</search>`` block;
 - ``<answer> ... </answer>``: the final answer, which ends the episode.
 
-The reward comes at the end: 1.0 when the answer equals one of the targets after normalisation (lowercase,
-no punctuation, no articles, single spaces; see :mod:`.scoring`), else 0.0; with ``env_config.reward =
-"f1"`` it is the best token F1 instead. When ``max_turns`` turns pass without an answer the episode ends as
-truncated by ``max_turns`` with reward 0.0. A turn with neither tag gets an observation that restates the
-protocol.
+The reward comes at the end (SkyRL's ``compute_score`` over the whole conversation): 1.0 when the last
+``<answer>`` block equals one of the targets after normalisation (lowercase, no punctuation, no articles,
+single spaces; see :mod:`.scoring`), else 0.0 (no format score); with ``env_config.reward = "f1"`` it is
+the best token F1 instead. When ``max_turns`` turns pass without an answer the episode ends as truncated by
+``max_turns``.
 
 Retrieval runs locally over a JSONL corpus (BM25 by default; dense or hybrid on request) or through a
-Search-R1 / SkyRL retrieval server (``search_url``). A task is a SkyRL dataset row:
+SkyRL / Search-R1 retrieval server (``search_url``). A task is a SkyRL dataset row:
 ``extras["reward_spec"]["ground_truth"] = {"target": [answers...]}``. Made without a task,
 ``reset(seed=...)`` draws a question from the bundled set (:mod:`.data`).
+
+Settings that keep this project's other behaviours (see :class:`SearchConfig`): ``on_search_error="error"``
+ends the episode as an error when the retriever fails, ``invalid_action="explain"`` tells the model what was
+wrong with a turn, ``observation_format="search_r1"`` shows plain ``Doc 1(Title: ...)`` lines, and
+``request_format="search_r1"`` speaks to a Search-R1 server.
 """
 
 from __future__ import annotations
@@ -36,28 +44,43 @@ from skyrl_gym.envs.base_text_env import (
     ConversationType,
     env_config_values,
     positive_int,
+    task_ground_truth,
 )
-from skyrl_gym.envs.search.retrieval.base import RetrievalError, Retriever, clean_query, format_passages
+from skyrl_gym.envs.search.retrieval.base import RetrievalError, Retriever
 from skyrl_gym.envs.search.scoring import compute_score, em_check, extract_answer, f1_score, targets_of
-from skyrl_gym.tools import ToolGroup, tool
-from skyrl_gym.tools.parsing import ToolCall, parse_tag_calls
+from skyrl_gym.errors import BudgetExceeded
+from skyrl_gym.tools.parsing import ToolCallParseError, parse_tag_calls
+from skyrl_gym.tools.search import OBSERVATION_FORMATS, REQUEST_FORMATS, SearchToolGroup
 
-__all__ = ["SearchConfig", "SearchEnv", "SearchToolGroup", "make_retriever"]
+__all__ = [
+    "INVALID_ACTION",
+    "SearchConfig",
+    "SearchEnv",
+    "SearchEnvConfig",
+    "SearchToolGroup",
+    "make_retriever",
+    "make_tool_group",
+]
 
 _METADATA_CHARS = 500
 _RETRIEVERS = ("bm25", "dense", "hybrid", "remote")
+_SEARCH_OPEN = "<search>"
+_SEARCH_CLOSE = "</search>"
 
 INVALID_ACTION = (
     "\nNo search or answer found. To search, put a query between <search> and </search>. "
     "To give the final answer, put it between <answer> and </answer>.\n"
 )
-"""The observation for a turn that holds neither a ``<search>`` nor an ``<answer>`` block."""
+"""With ``invalid_action="explain"``: the observation for a turn with neither a search nor an answer."""
+EMPTY_QUERY = "\nThe <search> block is empty: put a query between <search> and </search>.\n"
+"""With ``invalid_action="explain"``: the observation for an empty ``<search></search>``."""
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
     """The environment's settings (``env_config``); every field has a default. SkyRL's keys
-    (``search_url``, ``topk``, ``timeout``, ``log_requests``) mean what they mean there."""
+    (``search_url``, ``topk``, ``timeout``, ``log_requests``) mean what they mean there; the defaults
+    follow SkyRL except ``search_url``: unset, the environment searches the bundled corpus offline."""
 
     retriever: str | None = None
     """``"bm25"``, ``"dense"``, ``"hybrid"`` or ``"remote"``; unset: ``"remote"`` when ``search_url`` is
@@ -65,7 +88,7 @@ class SearchConfig:
     corpus_path: str | None = None
     """The JSONL corpus of the local retrievers; unset: the bundled corpus."""
     search_url: str | None = None
-    """A Search-R1 / SkyRL retrieval server, e.g. ``http://127.0.0.1:8000/retrieve``."""
+    """A SkyRL / Search-R1 retrieval server, e.g. ``http://127.0.0.1:8000/retrieve``."""
     topk: int = 3
     """Passages shown per search."""
     timeout: float = 30.0
@@ -74,20 +97,31 @@ class SearchConfig:
     """Further attempts when the search server cannot be reached or fails (5xx)."""
     log_requests: bool = False
     """Log every request to the search server."""
+    request_format: str = "skyrl"
+    """What the search server speaks: ``"skyrl"`` (``{"query": "...", "topk": 3}``, SkyRL's server) or
+    ``"search_r1"`` (``{"queries": ["..."], "topk": 3}``, Search-R1's). This project's server takes both."""
+    observation_format: str = "skyrl"
+    """``"skyrl"``: the search result as SkyRL's JSON text (``{"result": "Doc 1: ..."}``); ``"search_r1"``:
+    Search-R1's plain ``Doc 1(Title: "...") ...`` lines."""
+    invalid_action: str = "empty"
+    """A turn without a complete ``<search>`` block: ``"empty"`` answers ``<information></information>``
+    (SkyRL), ``"explain"`` says what was wrong (no tags, an unclosed tag, an empty query) and runs no
+    search."""
+    on_search_error: str = "observe"
+    """When the search fails (a server down after its retries): ``"observe"`` shows SkyRL's ``Search error``
+    text to the model and goes on; ``"error"`` ends the episode with an error end, so that a trainer leaves
+    it out instead of teaching the model on a broken search."""
     reward: str = "em"
     """``"em"``: 1.0 for an exact match after normalisation; ``"f1"``: the best token F1."""
-    max_turns: int = 4
-    """Turns per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins)."""
+    max_turns: int = 2
+    """Turns per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins; SkyRL's
+    trainer puts its ``generator.max_turns`` there)."""
     dense_model: str = "all-MiniLM-L6-v2"
     """The embedding model of the dense and hybrid retrievers (a name or a folder)."""
     hybrid_weights: tuple[float, float] = (1.0, 1.0)
     """Weights of BM25 and dense in the hybrid retriever's reciprocal rank fusion."""
     rrf_k: float = 60.0
     """The rank offset of reciprocal rank fusion."""
-    on_search_error: str = "error"
-    """When the retriever fails (a search server down after its retries): ``"error"`` ends the episode with
-    an error end, so the trainer leaves it out instead of teaching the model on a broken search;
-    ``"observe"`` shows the failure to the model and goes on."""
 
     def __post_init__(self) -> None:
         if self.retriever is not None and self.retriever not in _RETRIEVERS:
@@ -98,12 +132,18 @@ class SearchConfig:
             raise ValueError(
                 "env_config.retriever='remote' needs env_config.search_url, e.g. http://127.0.0.1:8000/retrieve"
             )
-        if self.reward not in ("em", "f1"):
-            raise ValueError(f"env_config.reward must be 'em' or 'f1', got {self.reward!r}")
-        if self.on_search_error not in ("error", "observe"):
-            raise ValueError(
-                f"env_config.on_search_error must be 'error' or 'observe', got {self.on_search_error!r}"
-            )
+        choices = {
+            "reward": ("em", "f1"),
+            "on_search_error": ("observe", "error"),
+            "invalid_action": ("empty", "explain"),
+            "request_format": REQUEST_FORMATS,
+            "observation_format": OBSERVATION_FORMATS,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"env_config.{name} must be one of {', '.join(map(repr, allowed))}, got {getattr(self, name)!r}"
+                )
         for name in ("topk", "max_turns"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -147,6 +187,10 @@ class SearchConfig:
         return cls(**values)
 
 
+SearchEnvConfig = SearchConfig
+"""SkyRL's name for the search environment's settings (``skyrl_gym.envs.search.env.SearchEnvConfig``)."""
+
+
 def make_retriever(config: SearchConfig) -> Retriever:
     """The retriever ``config`` asks for, shared with every environment that asks for the same one."""
     from skyrl_gym.envs.search.retrieval import get_retriever
@@ -159,6 +203,7 @@ def make_retriever(config: SearchConfig) -> Retriever:
             timeout=config.timeout,
             retries=config.retries,
             log_requests=config.log_requests,
+            request_format=config.request_format,
         )
     options: dict[str, Any] = {}
     if kind in ("dense", "hybrid"):
@@ -168,87 +213,65 @@ def make_retriever(config: SearchConfig) -> Retriever:
     return get_retriever(kind, config.corpus_path, **options)
 
 
-# -- the tool -------------------------------------------------------------------------------------------------
-class SearchToolGroup(ToolGroup):
-    """The ``search`` tool (SkyRL's ``SearchToolGroup``): the best ``topk`` passages for a query, as text.
+def make_tool_group(config: SearchConfig) -> SearchToolGroup:
+    """The ``search`` tool ``config`` asks for: over the search server at ``search_url`` (SkyRL's path,
+    through :func:`skyrl_gym.tools.search.call_search_api`), or over a local retriever."""
+    if config.retriever_kind == "remote":
+        return SearchToolGroup(
+            search_url=config.search_url,
+            topk=config.topk,
+            timeout=config.timeout,
+            log_requests=config.log_requests,
+            request_format=config.request_format,
+            retries=config.retries,
+            observation_format=config.observation_format,
+        )
+    return SearchToolGroup(
+        retriever=make_retriever(config),
+        topk=config.topk,
+        observation_format=config.observation_format,
+    )
 
-    ``SearchToolGroup(retriever)`` searches with any :class:`Retriever`; ``SearchToolGroup(search_url)`` (or
-    ``search_url=...``, SkyRL's form) asks a retrieval server; with neither, BM25 over the bundled corpus.
-    A failed search returns ``"Search error: ..."`` instead of raising. ``last`` holds JSON-serialisable
-    facts about the last call (the passage ids, the error) for the step's metadata.
-    """
 
-    def __init__(
-        self,
-        retriever: Retriever | str | None = None,
-        topk: int = 3,
-        timeout: float = 30.0,
-        log_requests: bool = False,
-        *,
-        search_url: str | None = None,
-        log_request: bool | None = None,
-    ):
-        super().__init__(name="SearchToolGroup")
-        if log_request is not None:  # SkyRL's spelling
-            log_requests = log_request
-        if isinstance(retriever, str):
-            retriever, search_url = None, retriever
-        if retriever is None:
-            from skyrl_gym.envs.search.retrieval import get_retriever
-
-            if search_url:
-                retriever = get_retriever(
-                    "remote", search_url=search_url, timeout=timeout, log_requests=log_requests
-                )
-            else:
-                retriever = get_retriever("bm25")
-        if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-            raise ValueError(f"topk must be a positive integer, got {topk!r}")
-        self.retriever = retriever
-        self.topk = topk
-        self.last: dict[str, Any] = {}
-
-    @tool
-    def search(self, query: str) -> str:
-        """Search the corpus and return the best passages, one per line.
-
-        Args:
-            query: what to search for.
-        """
-        query = clean_query(query)
-        if not query:
-            self.last = {"doc_ids": [], "search_error": "empty query"}
-            return "Search error: the query is empty."
-        try:
-            passages = self.retriever.search(query, self.topk)
-        except RetrievalError as exc:
-            self.last = {"doc_ids": [], "search_error": str(exc)}
-            return f"Search error: {exc}"
-        self.last = {"doc_ids": [p.id for p in passages], "search_error": None}
-        if not passages:
-            return "No passages found for this query."
-        return format_passages(passages)
+def _cap(text: Any) -> Any:
+    return text[:_METADATA_CHARS] if isinstance(text, str) else text
 
 
 # -- the environment ------------------------------------------------------------------------------------------
 class SearchEnv(BaseTextEnv):
-    """Search-R1 question answering (SkyRL constructor: ``SearchEnv(env_config=None, extras=None)``).
+    """Search-R1 question answering in SkyRL's protocol (``SearchEnv(env_config=None, extras=None)``).
 
-    See the module docstring for the protocol and :class:`SearchConfig` for the settings. ``step``
-    metadata holds the ``turn`` and the ``action`` (``search``, ``answer``, ``invalid``, or ``none`` on a last
-    turn without an answer); for a search the
-    ``query``, the ``doc_ids`` shown and ``search_error`` (``None`` when it worked), plus SkyRL's
-    ``tool_group``/``tool_name``/``tool_input``; at the end the ``answer``, ``em``, ``f1`` and ``searches``.
+    See the module docstring for the protocol and :class:`SearchConfig` for the settings. As in SkyRL,
+    ``tool_group`` (the ``search`` tool), ``ground_truth``, ``max_turns``, ``turns`` and ``chat_history`` are
+    set by the constructor, and ``_parse_action`` / ``_is_done`` decide a turn. Extras without
+    ``reward_spec.ground_truth`` fail here; without extras the environment waits for ``reset()`` to bring a
+    task.
+
+    ``step`` metadata holds SkyRL's ``tool_group``/``tool_name``/``tool_input`` on a search turn, and the
+    ``turn`` and the ``action`` (``search``, ``invalid``, ``answer``, or ``none`` on a last turn without an
+    answer); for a search the ``query``, the ``doc_ids`` shown and ``search_error`` (``None`` when it
+    worked); at the end the ``answer``, ``em``, ``f1`` and ``searches``.
     """
 
     protocol_tags = ("think", "search", "answer")
+    hostile_actions = (
+        "<search>" + "the of and a " * 40_000 + "</search>",  # half a megabyte of stopwords
+        "<search>" + " ".join(f"term{i}" for i in range(60_000)) + "</search>",  # tens of thousands of terms
+        "<search>\x00\ud800\U0001f600\u202e" * 2_000 + "</search>",  # NUL, a lone surrogate, emoji, bidi
+        "<search>" * 50_000,  # opening tags that never close
+    )
+    """Queries a model might write that strain a retriever; each must end as a search, never in error."""
 
     def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
         super().__init__(env_config, extras)
         self.config = SearchConfig.from_env_config(env_config)
-        reward_spec = self.extras.get("reward_spec")
-        self.ground_truth = reward_spec.get("ground_truth") if isinstance(reward_spec, dict) else None
+        self.ground_truth = task_ground_truth(extras, "search")
         self.targets = targets_of(self.ground_truth)
+        if self.ground_truth is not None and not self.targets:
+            raise ValueError(
+                "search needs the answers in reward_spec.ground_truth, as {'target': ['Paris', ...]}; "
+                f"got {self.ground_truth!r:.200}"
+            )
         max_turns = self.extras.get("max_turns")
         self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
         self.chat_history: ConversationType = []
@@ -257,7 +280,9 @@ class SearchEnv(BaseTextEnv):
         self.answer: str | None = None
         self.em = 0.0
         self.f1 = 0.0
-        self.tool_group: SearchToolGroup | None = None
+        # SkyRL builds its tool in the constructor; a local index is built (or loaded) once per process here
+        self.tool_group = make_tool_group(self.config)
+        self.init_tool_groups([self.tool_group])
 
     # -- tasks ------------------------------------------------------------------------------------------------
     def sample_task(self, seed: int | None = None) -> Task:
@@ -270,94 +295,127 @@ class SearchEnv(BaseTextEnv):
         """The first target as the answer; it always earns 1.0."""
         return f"<answer>{self.targets[0]}</answer>" if self.targets else None
 
-    # -- the episode ------------------------------------------------------------------------------------------
-    def _search_tools(self) -> SearchToolGroup:
-        if self.tool_group is None:
-            self.tool_group = SearchToolGroup(make_retriever(self.config), topk=self.config.topk)
-            self.init_tool_groups([self.tool_group])
-        return self.tool_group
-
-    def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
+    def _require_task(self) -> None:
         if not self.targets:
             raise ValueError(
                 "SearchEnv needs the answers: make it with extras={'reward_spec': {'method': 'rule', "
                 "'ground_truth': {'target': ['Paris']}}}, or start it with reset(seed=...) to draw a bundled task"
             )
-        tools = self._search_tools()  # builds or loads the index now, not inside a timed step
+
+    def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
+        self._require_task()
+        retriever = self.tool_group.retriever
         return prompt, {
-            "retriever": tools.retriever.kind,
+            "retriever": "remote" if retriever is None else retriever.kind,
             "topk": self.config.topk,
             "max_turns": self.max_turns,
         }
 
+    # -- SkyRL's turn rules -----------------------------------------------------------------------------------
+    def _parse_action(self, action: str) -> list[str | None]:
+        """``[query]``: the text inside the first ``<search>...</search>`` block (unstripped), or ``[None]``.
+
+        The first ``<search>`` pairs with the next ``</search>`` (the regex ``<search>(.*?)</search>``), found
+        in one linear scan whatever the text.
+        """
+        start = action.find(_SEARCH_OPEN)
+        if start < 0:
+            return [None]
+        end = action.find(_SEARCH_CLOSE, start + len(_SEARCH_OPEN))
+        return [None] if end < 0 else [action[start + len(_SEARCH_OPEN) : end]]
+
+    def _is_done(self, action: str) -> bool:
+        """The episode ends at ``max_turns`` or with a turn holding both ``<answer>`` and ``</answer>``."""
+        if self.turns >= self.max_turns:
+            return True
+        return "<answer>" in action and "</answer>" in action
+
     def _execute_tool(self, tool_group_name: str, tool_name: str, tool_input: Any) -> str:
         """Run the tool and wrap its output in ``<information>`` tags, as SkyRL's search environment does."""
         output = super()._execute_tool(tool_group_name, tool_name, tool_input)
-        return f"\n<information>{str(output).strip()}</information>\n"
+        return f"\n<information>{output}</information>\n"
 
+    # -- the episode ------------------------------------------------------------------------------------------
     def step(self, action: str) -> BaseTextEnvStepOutput:
+        self._require_task()
         self.turns += 1
         text = action if isinstance(action, str) else ""
         self.chat_history.append({"role": "assistant", "content": text})
         metadata: dict[str, Any] = {"turn": self.turns}
-        answer = extract_answer(text)
-        if answer is not None:
-            return self._finish(text, answer, metadata)
-        if self.turns >= self.max_turns:
-            metadata.update(
-                action="none",
-                searches=self.searches,
-                em=0.0,
-                f1=0.0,
-                end=END_TRUNCATED,
-                truncated_by="max_turns",
-            )
-            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=metadata)
-        calls = parse_tag_calls(text, "search")
-        call = next((c for c in calls if isinstance(c, ToolCall)), None)
-        if call is not None:
-            content = self._search(call.arguments["input"], metadata)
-        elif calls:
-            metadata["action"] = "invalid"
-            content = f"\n{calls[0].message}, or give the final answer as <answer>...</answer>.\n"
+        if self._is_done(text):
+            return self._finish(text, metadata)
+        query = self._parse_action(text)
+        raw = query[0]
+        metadata.update(
+            action="invalid" if raw is None else "search",
+            tool_group="SearchToolGroup",
+            tool_name="search",
+            tool_input=[_cap(raw)],
+        )
+        if self.config.invalid_action == "explain" and (raw is None or not raw.strip()):
+            content = self._explain(text, raw)
         else:
-            metadata["action"] = "invalid"
-            content = INVALID_ACTION
+            content = self._search(query, metadata)
         observation = {"role": "user", "content": content}
         self.chat_history.append(observation)
         return BaseTextEnvStepOutput(observations=[observation], reward=0.0, done=False, metadata=metadata)
 
-    def _search(self, raw_query: str, metadata: dict[str, Any]) -> str:
-        query = clean_query(raw_query)
-        metadata.update(action="search", query=query[:_METADATA_CHARS])
-        if not query:
-            metadata.update(doc_ids=[], search_error="empty query")
-            return "\nThe <search> block is empty: put a query between <search> and </search>.\n"
-        tools = self._search_tools()
-        self.searches += 1
-        content = self._execute_tool("SearchToolGroup", "search", [query])
-        metadata.update(
-            tools.last, tool_group="SearchToolGroup", tool_name="search", tool_input=[query[:_METADATA_CHARS]]
-        )
-        if tools.last.get("search_error"):
+    def _explain(self, text: str, raw: str | None) -> str:
+        if raw is not None:
+            return EMPTY_QUERY
+        problems = [c for c in parse_tag_calls(text, "search") if isinstance(c, ToolCallParseError)]
+        if problems:
+            return f"\n{problems[0].message}, or give the final answer as <answer>...</answer>.\n"
+        return INVALID_ACTION
+
+    def _search(self, query: list[str | None], metadata: dict[str, Any]) -> str:
+        tools = self.tool_group
+        tools.last = {}
+        if query[0] is not None:
+            self.searches += 1
+            metadata["query"] = _cap(query[0].strip())
+        try:
+            content = self._execute_tool("SearchToolGroup", "search", query)
+        except BudgetExceeded:
+            raise
+        except Exception as exc:  # SkyRL shows a failing tool's message to the model and goes on
+            if self.config.on_search_error == "error":
+                raise
+            self.search_errors += 1
+            message = str(exc) or type(exc).__name__
+            metadata.update(doc_ids=[], search_error=_cap(message))
+            return message
+        if query[0] is not None:
+            metadata.update(
+                doc_ids=tools.last.get("doc_ids", []), search_error=tools.last.get("search_error")
+            )
+        error = tools.last.get("search_error")
+        if error:
             self.search_errors += 1
             if self.config.on_search_error == "error":
-                raise RetrievalError(tools.last["search_error"])
+                raise RetrievalError(self._failure(error))
         return content
 
-    def _finish(self, text: str, answer: str, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
+    def _failure(self, error: str) -> str:
+        if self.tool_group.retriever is not None:
+            return f"the {self.tool_group.retriever.kind} retriever failed: {error}"
+        from skyrl_gym.envs.search.retrieval.remote import START_HINT
+
+        return f"the search server at {self.tool_group.search_url} failed: {error}; {START_HINT}"
+
+    def _finish(self, text: str, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
+        # SkyRL scores the whole conversation: the last <answer> block anywhere in it is the answer
+        history = "".join(str(message["content"]) for message in self.chat_history)
+        reward = compute_score(history, self.targets, metric=self.config.reward)
+        answer = extract_answer(history)
         self.answer = answer
-        self.em = float(em_check(answer, self.targets))
-        self.f1 = f1_score(answer, self.targets)
-        reward = compute_score(text, self.targets, metric=self.config.reward)
-        metadata.update(
-            action="answer",
-            answer=answer[:_METADATA_CHARS],
-            em=self.em,
-            f1=self.f1,
-            searches=self.searches,
-            end=END_TERMINATED,
-        )
+        self.em = float(em_check(answer, self.targets)) if answer is not None else 0.0
+        self.f1 = f1_score(answer, self.targets) if answer is not None else 0.0
+        metadata.update(answer=_cap(answer), em=self.em, f1=self.f1, searches=self.searches)
+        if "<answer>" in text and "</answer>" in text:
+            metadata.update(action="answer", end=END_TERMINATED)
+        else:
+            metadata.update(action="none", end=END_TRUNCATED, truncated_by="max_turns")
         return BaseTextEnvStepOutput(observations=[], reward=reward, done=True, metadata=metadata)
 
     # -- metrics ----------------------------------------------------------------------------------------------

@@ -4,9 +4,10 @@
 collapses whitespace (SQuAD's rule, which Search-R1 and SkyRL use). :func:`em_check` is 1 when the normalised
 prediction equals any normalised target; :func:`f1_score` is the best token-level F1 over the targets.
 
-:func:`compute_score` scores a whole completion the way SkyRL does: the last ``<answer>...</answer>`` block is
-the prediction; no block scores 0; a completion that writes more than :data:`MAX_ANSWER_TAGS` answer tags
-gets a quarter of the score, so that spamming tags does not pay.
+:func:`compute_score` scores a whole text the way SkyRL's search environment does: the last
+``<answer>...</answer>`` block is the prediction; no block scores 0; a wrong answer earns ``format_score``
+(0.0 unless given: SkyRL gives no format score); a right one ``score``. :mod:`.utils` has SkyRL's names and
+signatures for all of these.
 
 The ground truth may be a string, a list of strings, or SkyRL's ``{"target": [...]}`` (lists read from
 parquet arrive as numpy arrays; they are accepted too).
@@ -21,9 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
-    "MAX_ANSWER_TAGS",
     "compute_score",
-    "count_answer_tags",
     "em_check",
     "extract_answer",
     "f1_score",
@@ -31,9 +30,6 @@ __all__ = [
     "subem_check",
     "targets_of",
 ]
-
-MAX_ANSWER_TAGS = 10
-"""More ``<answer>`` (or ``</answer>``) tags than this in a completion divide its score by 4 (SkyRL's rule)."""
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -123,11 +119,6 @@ def extract_answer(text: str) -> str | None:
     return None if last is None else text[last[0] : last[1]].strip()
 
 
-def count_answer_tags(text: str) -> tuple[int, int]:
-    """How many ``<answer>`` and ``</answer>`` tags ``text`` holds."""
-    return text.count(_ANSWER_OPEN), text.count(_ANSWER_CLOSE)
-
-
 def compute_score(
     solution_str: str,
     ground_truth: Any,
@@ -136,10 +127,10 @@ def compute_score(
     format_score: float = 0.0,
     score: float = 1.0,
 ) -> float:
-    """Score a completion: ``score`` times the EM (or F1, with ``metric="f1"``) of its last answer.
+    """Score a text: ``score`` times the EM (or F1, with ``metric="f1"``) of its last answer.
 
-    ``format_score`` is what an answer earns when it is wrong (0.0, as in Search-R1). No answer block
-    scores 0.0. More than :data:`MAX_ANSWER_TAGS` answer tags divide the result by 4.
+    ``format_score`` is what an answer earns when it is wrong (0.0, as in SkyRL and Search-R1). No answer
+    block scores 0.0.
     """
     if metric not in ("em", "f1"):
         raise ValueError(f"metric must be 'em' or 'f1', got {metric!r}")
@@ -150,7 +141,4 @@ def compute_score(
     value = float(em_check(answer, targets)) if metric == "em" else f1_score(answer, targets)
     if value <= 0.0:
         return float(format_score)
-    result = score * value
-    if max(count_answer_tags(solution_str)) > MAX_ANSWER_TAGS:
-        result /= 4
-    return result
+    return float(score * value)

@@ -61,7 +61,7 @@ _OPTIONS = {
     "bm25": {"k1", "b", "cache"},
     "dense": {"model", "device", "cache", "batch_size"},
     "hybrid": {"model", "device", "cache", "batch_size", "k1", "b", "weights", "k", "depth"},
-    "remote": {"search_url", "timeout", "retries", "backoff_s", "log_requests"},
+    "remote": {"search_url", "timeout", "retries", "backoff_s", "log_requests", "request_format"},
 }
 
 _lock = threading.Lock()
@@ -99,7 +99,7 @@ def get_retriever(
 
     ``options`` go to the retriever: ``k1``, ``b`` (bm25); ``model``, ``device`` (dense); those and
     ``weights`` (bm25, dense), ``k``, ``depth`` (hybrid); ``search_url``, ``timeout``, ``retries``,
-    ``log_requests`` (remote, which needs no corpus and is not cached). A second call with the same
+    ``log_requests``, ``request_format`` (remote, which needs no corpus and is not cached). A second call with the same
     arguments returns the same object, also from other threads; an index is never built twice at once.
     """
     if kind not in KINDS:

@@ -1,10 +1,16 @@
-"""A retrieval server with Search-R1's API over a local index (standard library only).
+"""A retrieval server with SkyRL's and Search-R1's API over a local index (standard library only).
 
 Endpoints:
 
-- ``POST /retrieve`` with ``{"queries": ["..."], "topk": 3, "return_scores": true}`` answers
-  ``{"result": [[{"document": {"id", "title", "text", "contents"}, "score": s}, ...], ...]}`` (one list per
-  query; without ``return_scores`` each list holds the documents alone). ``topk`` defaults to the server's.
+- ``POST /retrieve`` takes either request form:
+
+  - SkyRL's, one query: ``{"query": "...", "topk": 3, "return_scores": true}``, answered with
+    ``{"result": [[{"document": {...}, "score": s}, ...]]}`` (one list, for the one query);
+  - Search-R1's, a batch: ``{"queries": ["...", ...], "topk": 3, "return_scores": true}``, answered with
+    ``{"result": [[...], [...], ...]}`` (one list per query, in order).
+
+  Each document is ``{"id", "title", "text", "contents"}``; without ``return_scores`` (false unless given,
+  as in both servers) each list holds the documents alone. ``topk`` defaults to the server's.
 - ``GET /health`` answers ``{"status": "ok", "retriever": "bm25", "passages": N, "topk": 3}``.
 
 A malformed request gets HTTP 400 with ``{"error": "..."}`` saying what is wrong; a failing retriever 500.
@@ -40,7 +46,7 @@ MAX_QUERIES = 4096
 
 
 class RetrievalServer(ThreadingHTTPServer):
-    """A threaded HTTP server answering Search-R1 retrieval requests with ``retriever``.
+    """A threaded HTTP server answering SkyRL and Search-R1 retrieval requests with ``retriever``.
 
     ``url`` is the ``/retrieve`` endpoint to give a client; :meth:`start` serves in a daemon thread and
     :meth:`close` stops serving and frees the port.
@@ -184,10 +190,26 @@ class _Handler(BaseHTTPRequestHandler):
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise _BadRequest(400, f"the request body is not JSON ({exc})") from None
         if not isinstance(body, dict):
-            raise _BadRequest(400, 'the request body must be an object: {"queries": [...], "topk": 3}')
-        queries = body.get("queries")
-        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-            raise _BadRequest(400, "'queries' must be a list of strings")
+            raise _BadRequest(
+                400,
+                'the request body must be an object: {"query": "...", "topk": 3} (SkyRL) or '
+                '{"queries": ["..."], "topk": 3} (Search-R1)',
+            )
+        if "query" in body and "queries" in body:
+            raise _BadRequest(400, "give 'query' (one string) or 'queries' (a list of strings), not both")
+        if "query" in body:
+            if not isinstance(body["query"], str):
+                raise _BadRequest(400, f"'query' must be a string, got {type(body['query']).__name__}")
+            queries = [body["query"]]
+        elif "queries" in body:
+            queries = body["queries"]
+            if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+                raise _BadRequest(400, "'queries' must be a list of strings")
+        else:
+            raise _BadRequest(
+                400,
+                "the request needs 'query' (a string, SkyRL's form) or 'queries' (a list, Search-R1's form)",
+            )
         if len(queries) > MAX_QUERIES:
             raise _BadRequest(
                 413, f"{len(queries)} queries in one request; at most {MAX_QUERIES} are accepted"
@@ -209,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve a corpus from the command line until interrupted."""
     parser = argparse.ArgumentParser(
         prog="python -m skyrl_gym.envs.search.retrieval.server",
-        description="Serve Search-R1's retrieval API (POST /retrieve, GET /health) over a local index.",
+        description="Serve SkyRL's and Search-R1's retrieval API (POST /retrieve, GET /health) over a local index.",
     )
     parser.add_argument("--corpus", help="a JSONL corpus ({'id', 'contents'} rows); default: the bundled one")
     parser.add_argument("--retriever", choices=("bm25", "dense", "hybrid"), default="bm25")
