@@ -19,11 +19,13 @@ from skyrl_gym.tools.parsing import (
     parse_tool_calls,
 )
 from skyrl_gym.tools.schema import function_schema
+from skyrl_gym.tools.sql import SQLCodeExecutorToolGroup
 
 __all__ = [
     "ToolCall",
     "ToolCallParseError",
     "SearchToolGroup",
+    "SQLCodeExecutorToolGroup",
     "ToolGroup",
     "ToolResult",
     "execute_tool_calls",

@@ -1,4 +1,8 @@
-"""The text2sql environment: whole episodes against real DuckDB and SQLite databases."""
+"""The text2sql environment: whole episodes against real DuckDB and SQLite databases.
+
+The default protocol is SkyRL-SQL's (its byte-level texts are pinned in ``test_skyrl_protocol.py``); tests of
+this package's own texts and rules make the environment with ``protocol: strict``.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import episodes, tag_actions
 
 COUNT_ORDERS = "SELECT COUNT(*) FROM orders"
+STRICT = {"protocol": "strict"}
 
 
 def make(task: dict, **kwargs) -> skyrl_gym.Env:
@@ -66,25 +71,44 @@ def test_a_wrong_query_earns_zero_and_a_failing_one_too(shop_files, engine):
         f"<think>x</think><solution>{COUNT_ORDERS}</solution><solution>{COUNT_ORDERS}</solution>",
         f"<think>x</think><solution><sql>{COUNT_ORDERS}</sql></solution>",
         f"<think>x</think><solution>{COUNT_ORDERS} <think>sure</think></solution>",
-        "<think>x</think><solution></solution>",
+        f"<think>x</think><solution>{COUNT_ORDERS} </SQL></solution>",
     ],
 )
-def test_a_broken_format_earns_the_penalty(shop_files, answer):
-    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS))
+@pytest.mark.parametrize("protocol", ["skyrl", "strict"])
+def test_a_broken_format_earns_the_penalty(shop_files, answer, protocol):
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={"protocol": protocol})
     output = env.step(answer)
     assert output["reward"] == -1.0 and output["done"]
     assert output["metadata"]["format_valid"] is False
     env.close()
 
 
+def test_an_empty_solution_scores_zero_by_default_and_the_penalty_when_strict(shop_files):
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS))
+    output = env.step("<think>x</think><solution> </solution>")
+    assert output["reward"] == 0.0 and output["metadata"]["format_valid"] is True
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config=STRICT)
+    assert env.step("<think>x</think><solution></solution>")["reward"] == -1.0
+
+
 def test_the_format_rule_covers_the_whole_episode(shop_files):
-    # the <think> of an earlier turn counts; so does a stray <solution> opened earlier
-    env = make(shop_task(shop_files["sqlite"], COUNT_ORDERS))
+    task = shop_task(shop_files["sqlite"], COUNT_ORDERS)
+    # SkyRL's rule: a turn after an observation starts with <think>
+    env = make(task)
+    env.step("<think>Count the orders.</think><sql>SELECT COUNT(*) FROM orders</sql>")
+    assert env.step(f"<solution>{COUNT_ORDERS}</solution>")["reward"] == -1.0
+    env = make(task)
+    env.step("<think>Count the orders.</think><sql>SELECT COUNT(*) FROM orders</sql>")
+    assert env.step(f"\n <think>15.</think><solution>{COUNT_ORDERS}</solution>")["reward"] == 1.0
+    # strict: the <think> of an earlier turn counts
+    env = make(task, env_config=STRICT)
     env.step("<think>Count the orders.</think><sql>SELECT COUNT(*) FROM orders</sql>")
     assert env.step(f"<solution>{COUNT_ORDERS}</solution>")["reward"] == 1.0
-    env = make(shop_task(shop_files["sqlite"], COUNT_ORDERS))
-    env.step("<think>hmm</think> maybe <solution> later")
-    assert env.step(f"<solution>{COUNT_ORDERS}</solution>")["reward"] == -1.0
+    # both: a stray <solution> opened earlier breaks the format
+    for config in (None, STRICT):
+        env = make(task, env_config=config)
+        env.step("<think>hmm</think> maybe <solution> later")
+        assert env.step(f"<think>now</think><solution>{COUNT_ORDERS}</solution>")["reward"] == -1.0
 
 
 def test_penalty_and_think_requirement_are_configurable(shop_files):
@@ -99,8 +123,73 @@ def test_penalty_and_think_requirement_are_configurable(shop_files):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_query_gets_an_observation_with_the_turns_left(shop_files, engine):
-    env = make(shop_task(shop_files[engine], COUNT_ORDERS))
+def test_a_query_gets_skyrls_observation_with_the_turns_left(shop_files, engine):
+    path = shop_files[engine]
+    env = make(shop_task(path, COUNT_ORDERS))
+    output = env.step(
+        "<think>Look first.</think>\n<sql>SELECT name, country FROM customers ORDER BY id</sql>"
+    )
+    assert output["reward"] == 0.0 and not output["done"]
+    [message] = output["observations"]
+    assert message["role"] == "user"
+    table = "\n".join(
+        [
+            "           0       1",
+            "     Ann Lee  France",
+            "   Bob Stone Germany",
+            "Chloé Martin  France",
+            "   Dev Patel    None",
+            "   Eve Adams   Spain",
+            " Finn O'Neil Ireland",
+            "    Gus Berg Germany",
+            "   Hana Sato    None",
+        ]
+    )
+    reminder = "<reminder>You have 4 turns left to complete the task.</reminder>"
+    assert message["content"] == f"\n\n<observation>{table}\n{reminder}</observation>\n\n"
+    sql = "SELECT name, country FROM customers ORDER BY id"
+    assert output["metadata"] == {
+        "turn": 1,
+        "tool_group": "SQLCodeExecutorToolGroup",
+        "tool_name": "sql",
+        "tool_input": ("shop", sql, 4),
+        "action": "sql",
+        "sql": sql,
+        "error_kind": None,
+        "rows": 8,
+        "rows_shown": 8,
+        "truncated": False,
+        "transpiled_from": None,
+    }
+    json.dumps(output["metadata"])
+    output = env.step("<think>typo</think><sql>SELECT nme FROM customers</sql>")
+    content = output["observations"][0]["content"]
+    assert (
+        content.startswith("\n\n<observation>Error executing SQL: ")
+        and output["metadata"]["error_kind"] == "schema"
+    )
+    assert f", db file: {path}\n<reminder>You have 3 turns left" in content
+    output = env.step("<think>drop</think><sql>DROP TABLE orders</sql>")
+    assert "DROP statements are not allowed" in output["observations"][0]["content"]
+    assert output["metadata"]["error_kind"] == "unsafe"
+    output = env.step("<think>count</think><sql>SELECT COUNT(*) FROM orders</sql>")
+    assert output["observations"][0]["content"] == (
+        "\n\n<observation> 0\n15\n<reminder>You have 1 turns left to complete the task.</reminder></observation>\n\n"
+    )
+    output = env.step(solution(COUNT_ORDERS))
+    assert output["reward"] == 1.0 and output["done"]
+    assert env.get_metrics() == {
+        "turns": 5,
+        "queries": 4,
+        "query_errors": 2,
+        "solved": True,
+        "format_valid": True,
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_query_gets_a_table_with_column_names_when_strict(shop_files, engine):
+    env = make(shop_task(shop_files[engine], COUNT_ORDERS), env_config=STRICT)
     output = env.step(
         "<think>Look first.</think>\n<sql>SELECT name, country FROM customers ORDER BY id</sql>"
     )
@@ -113,6 +202,9 @@ def test_a_query_gets_an_observation_with_the_turns_left(shop_files, engine):
     assert "</observation>" in content and "4 turns left" in content
     assert output["metadata"] == {
         "turn": 1,
+        "tool_group": "SQLCodeExecutorToolGroup",
+        "tool_name": "sql",
+        "tool_input": ("shop", "SELECT name, country FROM customers ORDER BY id", 4),
         "action": "sql",
         "sql": "SELECT name, country FROM customers ORDER BY id",
         "error_kind": None,
@@ -141,8 +233,26 @@ def test_a_query_gets_an_observation_with_the_turns_left(shop_files, engine):
     }
 
 
-def test_actions_without_a_query_are_told_what_to_write(shop_files):
+def test_actions_without_a_query_get_skyrls_invalid_action_message(shop_files):
+    from skyrl_gym.tools.sql import INVALID_ACTION
+
     env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS))
+    for action in (
+        "I think the answer is 15.",
+        "<sql>SELECT 1",
+        "</sql>SELECT 1<sql>",
+        "<SQL>SELECT 1</SQL>",
+    ):
+        output = env.step(action)
+        assert output["observations"][0]["content"].startswith(
+            f"\n\n<observation>{INVALID_ACTION}\n<reminder>"
+        )
+        assert output["metadata"]["action"] == "none" and output["metadata"]["tool_input"][1] is None
+    assert env.get_metrics()["queries"] == 0
+
+
+def test_actions_without_a_query_are_told_what_to_write_when_strict(shop_files):
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config=STRICT)
     output = env.step("I think the answer is 15.")
     assert "No query found" in output["observations"][0]["content"]
     assert output["metadata"]["action"] == "none"
@@ -181,18 +291,18 @@ def test_a_no_op_earns_nothing_over_the_whole_episode(shop_files, engine):
 # -- caps, timeout, transpilation ----------------------------------------------------------------------------------
 
 
-def test_observations_are_capped_in_rows_and_characters(shop_files):
-    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={"max_rows": 4})
+def test_strict_observations_are_capped_in_rows_and_characters(shop_files):
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={**STRICT, "max_rows": 4})
     output = env.step("<sql>SELECT * FROM orders ORDER BY id</sql>")
     content = output["observations"][0]["content"]
     assert "[4 of 15 rows shown; at most 4 rows are shown]" in content
     assert output["metadata"]["rows"] == 15 and output["metadata"]["rows_shown"] == 4
-    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={"max_chars": 200})
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={**STRICT, "max_chars": 200})
     content = env.step("<sql>SELECT * FROM orders</sql>")["observations"][0]["content"]
     assert "output cut at 200 characters" in content
     body = content.split("<observation>\n", 1)[1].split("\n</observation>", 1)[0]
     assert len(body) < 300
-    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={"max_chars": 100})
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={**STRICT, "max_chars": 100})
     content = env.step("<sql>SELECT repeat('x', 5000) AS long</sql>")["observations"][0]["content"]
     assert len(content) < 400
 
@@ -217,26 +327,34 @@ def test_a_heavy_query_times_out_as_an_observation(shop_files, engine):
     output = env.step(f"<sql>{HEAVY[engine]}</sql>")
     assert time.perf_counter() - started < 2.0
     assert not output["done"] and output["metadata"]["error_kind"] == "timeout"
-    assert "stopped after 1 s" in output["observations"][0]["content"]
+    assert output["observations"][0]["content"].startswith(
+        f"\n\n<observation>SQL Timeout:\n{HEAVY[engine]}\n"
+    )
     assert env.step(solution(COUNT_ORDERS))["reward"] == 1.0  # the episode goes on
+    env = make(shop_task(shop_files[engine], COUNT_ORDERS), env_config={**STRICT, "timeout_s": 1.0})
+    assert "stopped after 1 s" in env.step(f"<sql>{HEAVY[engine]}</sql>")["observations"][0]["content"]
 
 
 def test_queries_in_another_dialect_are_transpiled(shop_files):
     query = "<sql>SELECT name FROM customers ORDER BY id LIMIT 1, 2</sql>"  # SQLite / MySQL syntax
-    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS))
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config=STRICT)  # strict: "auto"
     output = env.step(query)
     assert output["metadata"]["transpiled_from"] == "sqlite" and output["metadata"]["rows"] == 2
     assert "Bob Stone" in output["observations"][0]["content"]
-    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={"transpile_from": None})
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS))  # SkyRL runs queries as written
+    assert env.step(query)["metadata"]["error_kind"] == "syntax"
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={"transpile_from": "auto"})
+    assert env.step(query)["metadata"]["transpiled_from"] == "sqlite"
+    env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={**STRICT, "transpile_from": None})
     assert env.step(query)["metadata"]["error_kind"] == "syntax"
     env = make(shop_task(shop_files["duckdb"], COUNT_ORDERS), env_config={"transpile_from": "mysql"})
     assert env.step(query)["metadata"]["transpiled_from"] == "mysql"
     # Postgres casts on SQLite
-    env = make(shop_task(shop_files["sqlite"], COUNT_ORDERS))
+    env = make(shop_task(shop_files["sqlite"], COUNT_ORDERS), env_config=STRICT)
     output = env.step("<sql>SELECT id::TEXT FROM customers WHERE id = 1</sql>")
     assert output["metadata"]["transpiled_from"] is not None and output["metadata"]["rows"] == 1
     gold = "SELECT name FROM customers ORDER BY id LIMIT 2 OFFSET 1"
-    env = make(shop_task(shop_files["duckdb"], gold))
+    env = make(shop_task(shop_files["duckdb"], gold), env_config=STRICT)
     output = env.step(solution("SELECT name FROM customers ORDER BY id LIMIT 1, 2"))
     assert output["reward"] == 1.0 and output["metadata"]["transpiled_from"] == "sqlite"
 
@@ -289,12 +407,32 @@ def test_env_config_refuses_nonsense():
         Text2SQLConfig(transpile_from="klingon")
     with pytest.raises(TypeError, match="require_think"):
         Text2SQLConfig(require_think="yes")
+    with pytest.raises(ValueError, match="protocol must be one of skyrl, strict"):
+        Text2SQLConfig(protocol="skyrl-sql")
+    with pytest.raises(ValueError, match="match must be 'set' or 'execution'"):
+        Text2SQLConfig(match="fuzzy")
+    with pytest.raises(ValueError, match="apply to match='execution'"):
+        Text2SQLConfig(float_tol=0.01)  # SkyRL's set match compares exactly
+    assert Text2SQLConfig(match="execution", float_tol=0.01, ignore_column_order=False).float_tol == 0.01
+
+
+def test_the_protocol_chooses_the_defaults_it_changes():
+    skyrl, strict = Text2SQLConfig(), Text2SQLConfig(protocol="strict")
+    assert (skyrl.match, skyrl.max_chars, skyrl.transpile_from) == ("set", 9000, None)
+    assert (strict.match, strict.max_chars, strict.transpile_from) == ("execution", 4000, "auto")
+    given = Text2SQLConfig.from_env_config(
+        {"protocol": "strict", "match": "set", "max_chars": 10, "transpile_from": None}
+    )
+    assert (given.match, given.max_chars, given.transpile_from) == ("set", 10, None)
+    assert Text2SQLConfig.from_env_config(given) is given
 
 
 def test_starting_without_a_task_says_what_is_missing():
     env = Text2SQLEnv()
-    with pytest.raises(ValueError, match="needs a database"):
+    with pytest.raises(ValueError, match="needs a task"):
         env.init([{"role": "user", "content": "?"}])
+    with pytest.raises(ValueError, match="needs a task"):
+        env.step("<sql>SELECT 1</sql>")
 
 
 def test_importing_the_package_stays_light():
@@ -359,14 +497,18 @@ def test_the_hostile_battery_through_the_environment_changes_nothing(shop_files,
     path = shop_files[engine]
     close_idle_databases()
     checksum, folder, temps = sha256_of(path), sorted(os.listdir(path.parent)), temp_entries()
-    env = make(shop_task(path, COUNT_ORDERS, max_turns=len(HOSTILE) + 1))
-    for sql in HOSTILE:
-        output = env.step(f"<sql>{sql}</sql>")
-        content = output["observations"][0]["content"]
-        assert "Error:" in content, (sql, content)
-        assert output["metadata"]["error_kind"] in ("unsafe", "syntax"), (sql, output["metadata"])
-    assert env.step(solution(COUNT_ORDERS))["reward"] == 1.0
-    env.close()
+    for config, error in ((None, "<observation>Error executing SQL: "), (STRICT, "<observation>\nError: ")):
+        env = make(shop_task(path, COUNT_ORDERS, max_turns=len(HOSTILE) + 1), env_config=config)
+        for sql in HOSTILE:
+            output = env.step(f"<think>try</think><sql>{sql}</sql>")
+            content = output["observations"][0]["content"]
+            if config is None and not sql.strip():  # SkyRL: an empty statement returns no rows
+                assert content.startswith("\n\n<observation>Empty DataFrame\nColumns: []\nIndex: []\n")
+                continue
+            assert error in content, (sql, content)
+            assert output["metadata"]["error_kind"] in ("unsafe", "syntax"), (sql, output["metadata"])
+        assert env.step(solution(COUNT_ORDERS))["reward"] == 1.0
+        env.close()
     close_idle_databases()
     assert sha256_of(path) == checksum
     assert sorted(os.listdir(path.parent)) == folder

@@ -3,7 +3,8 @@
 - :mod:`.database`: read-only databases with a guard, a timeout and capped results (:func:`open_database`);
 - :mod:`.safety`: the read-only guard (:func:`~skyrl_gym.envs.sql.safety.check_read_only`);
 - :mod:`.scoring`: execution match and SkyRL's format rule, also for offline evaluation;
-- :mod:`.env`: :class:`~skyrl_gym.envs.sql.env.Text2SQLEnv`, registered as ``text2sql``.
+- :mod:`.utils`: SkyRL-SQL's format rule and reward (``verify_format_and_extract``, ``compute_score_single``);
+- :mod:`.env`: :class:`~skyrl_gym.envs.sql.env.Text2SQLEnv` (SkyRL's ``SQLEnv``), registered as ``text2sql``.
 
 Importing this package imports neither duckdb nor sqlglot; the modules that need them import them when used.
 """
@@ -28,7 +29,9 @@ __all__ = [
     "QueryError",
     "QueryResult",
     "QueryTimeout",
+    "SQLEnv",
     "Text2SQLEnv",
+    "Text2SQLEnvConfig",
     "UnparsableQuery",
     "UnsafeQuery",
     "execution_match",
@@ -38,7 +41,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "SQLEnv": "skyrl_gym.envs.sql.env",
     "Text2SQLEnv": "skyrl_gym.envs.sql.env",
+    "Text2SQLEnvConfig": "skyrl_gym.envs.sql.env",
     "execution_match": "skyrl_gym.envs.sql.scoring",
     "score_completion": "skyrl_gym.envs.sql.scoring",
 }

@@ -1,29 +1,44 @@
-"""``Text2SQLEnv``: multi-turn text-to-SQL on a real database, with SkyRL-SQL's protocol.
+"""``Text2SQLEnv`` (also ``SQLEnv``): multi-turn text-to-SQL on a real database, with SkyRL-SQL's protocol.
 
 Each turn the model writes some of:
 
-- ``<think>...</think>``: its reasoning (required once per episode by the format rule);
-- ``<sql>...</sql>``: a query to run; the environment answers ``<observation>...</observation>`` with the
-  result (or the error) and a reminder of the turns left;
+- ``<think>...</think>``: its reasoning;
+- ``<sql>...</sql>``: a query to run; the environment answers with the result (or the error) inside
+  ``<observation>...</observation>``, with a reminder of the turns left;
 - ``<solution>...</solution>``: its final query, which ends the episode.
 
-The reward comes only at the end, over all the assistant text of the episode (:mod:`.scoring`): the format
-penalty (-1.0) when the format rule is broken, otherwise 1.0 when the solution's result matches the gold
-query's, 0.0 when it does not. When ``max_turns`` turns pass without a solution the episode ends as
-truncated by ``max_turns`` with ``no_solution_reward`` (the format penalty by default).
+``env_config.protocol`` chooses the rules:
+
+- ``"skyrl"`` (the default) is SkyRL-SQL's protocol byte for byte: the observation texts of
+  :class:`~skyrl_gym.tools.sql.SQLCodeExecutorToolGroup` (``\\n\\n<observation>{result}\\n<reminder>You have N
+  turns left to complete the task.</reminder></observation>\\n\\n``, SkyRL's message for a turn without
+  ``<sql>``, the result as SkyRL's pandas table of distinct rows); a turn holding both ``<solution>`` and
+  ``</solution>`` ends the episode; the reward is SkyRL's (:mod:`.utils`) over the whole episode as SkyRL
+  joins it, observations included: -1.0 for a broken format (which includes a turn after an observation that
+  does not start with ``<think>``), 1.0 when the solution's rows equal the gold rows as sets, else 0.0 (an
+  empty solution scores 0.0). Queries run as written.
+- ``"strict"`` is this package's own: ``<observation>`` with a table that names the columns, shows ``NULL``,
+  keeps duplicate rows and says what was cut; specific messages for an unclosed or empty ``<sql>``; the
+  format rule of :mod:`.scoring` over the model's turns only (a non-empty solution, a ``<think>`` block
+  somewhere); results compared as multisets, in order when the gold query orders them, with a float
+  tolerance and any column order; queries in another dialect rewritten on a syntax or schema error.
+
+Either way the episode ends truncated by ``max_turns`` with ``no_solution_reward`` (the format penalty by
+default) when the turns run out without a solution, and queries go through the read-only guard, the timeout
+and the row cap of :mod:`.database`.
 
 A task is a SkyRL dataset row: ``extras["reward_spec"]["ground_truth"]`` is the gold SQL and the database is
-``extras["db_path"]``, or ``extras["db_id"]`` + ``extras["data"]`` under ``env_config.db_path``. Made without
-a task, ``reset(seed=...)`` draws one from the bundled synthetic test split.
+``extras["db_path"]``, or ``extras["db_id"]`` + ``extras["data"]`` under ``env_config.db_path`` (SkyRL's
+layouts: ``spider/database/{db_id}/{db_id}.sqlite``, ``bird/train/train_databases/...``,
+``SynSQL-2.5M/databases/...``). Made without a task, ``reset(seed=...)`` draws one from the bundled
+synthetic test split.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
 import re
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -35,56 +50,98 @@ from skyrl_gym.envs.base_text_env import (
     ConversationType,
     env_config_values,
     positive_int,
+    task_ground_truth,
 )
 from skyrl_gym.envs.sql.database import (
     DEFAULT_TIMEOUT_S,
     Database,
-    QueryError,
-    QueryResult,
     open_database,
     resolve_database,
 )
-from skyrl_gym.tools import ToolGroup, tool
 from skyrl_gym.tools.parsing import ToolCall, parse_tag_calls
+from skyrl_gym.tools.sql import (
+    GROUP_NAME,
+    SKYRL_MAX_CHARS,
+    TABLE_MAX_CHARS,
+    SQLCodeExecutorToolGroup,
+    format_result,
+    wrap_observation,
+)
 
-__all__ = ["SQLToolGroup", "Text2SQLConfig", "Text2SQLEnv", "format_result"]
+__all__ = [
+    "PROTOCOLS",
+    "SQLEnv",
+    "Text2SQLConfig",
+    "Text2SQLEnv",
+    "Text2SQLEnvConfig",
+    "format_result",
+]
+
+PROTOCOLS = ("skyrl", "strict")
+"""The values of ``env_config.protocol``; see the module docstring."""
 
 _SOLUTION_OPEN = "<solution>"
 _SOLUTION_CLOSE = "</solution>"
+_SQL_OPEN = "<sql>"
+_SQL_CLOSE = "</sql>"
 _METADATA_SQL_CHARS = 2000
-_CELL_CHARS = 200
+_TOOL_NAME = "sql"
+
+
+class _FromProtocol:
+    """The default of a setting whose value depends on ``protocol`` (replaced when the config is made)."""
+
+    def __repr__(self) -> str:
+        return "<the protocol's default>"
+
+
+FROM_PROTOCOL: Any = _FromProtocol()
+"""Marks a setting left to the protocol's default (see :data:`PROTOCOL_DEFAULTS`)."""
+
+PROTOCOL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "skyrl": {"match": "set", "max_chars": SKYRL_MAX_CHARS, "transpile_from": None},
+    "strict": {"match": "execution", "max_chars": TABLE_MAX_CHARS, "transpile_from": "auto"},
+}
+"""The settings each protocol changes when they are not given."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Text2SQLConfig:
     """The environment's settings (``env_config``); every field has a default.
 
-    ``db_file_path`` is accepted as SkyRL's name for ``db_path``.
+    ``db_file_path`` is accepted as another name for ``db_path``. ``match``, ``max_chars`` and
+    ``transpile_from`` default to the protocol's values (:data:`PROTOCOL_DEFAULTS`).
     """
 
     db_path: str | None = None
     """Root folder for tasks that name their database by ``db_id`` + ``data`` (SkyRL's layouts)."""
+    protocol: str = "skyrl"
+    """``"skyrl"``: SkyRL-SQL's texts and reward rules; ``"strict"``: this package's (module docstring)."""
     max_turns: int = 5
     """Turns per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins)."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Seconds a query may run before it is interrupted."""
     max_rows: int = 50
-    """Rows shown in an observation."""
-    max_chars: int = 4000
-    """Characters of query output shown in an observation."""
+    """Rows shown: SkyRL cuts a too-long result to this many rows; ``strict`` never shows more."""
+    max_chars: int = FROM_PROTOCOL
+    """Characters of a result shown: past it SkyRL cuts to ``max_rows`` rows (9000); ``strict`` stops (4000)."""
+    match: str = FROM_PROTOCOL
+    """``"set"``: the solution's rows equal the gold rows as sets (SkyRL); ``"execution"``: as multisets, in
+    order when the gold query orders them, within ``float_tol``, in any column order if ``ignore_column_order``."""
     require_think: bool = True
-    """The format rule asks for a ``<think>...</think>`` block."""
+    """The format rule asks for ``<think>`` (``skyrl``: a block, and at the start of every turn after an
+    observation; ``strict``: a block somewhere)."""
     format_penalty: float = -1.0
     """Reward of an episode whose text breaks the format rule."""
     no_solution_reward: float | None = None
     """Reward when the turns run out without a solution; ``None`` means ``format_penalty``."""
     float_tol: float = 1e-6
-    """Relative/absolute tolerance when comparing numbers in results."""
+    """Relative/absolute tolerance when comparing numbers in results (``match="execution"``)."""
     ignore_column_order: bool = True
-    """A solution may return the gold columns in another order."""
-    transpile_from: str | None = "auto"
-    """``None``: run queries as written; a sqlglot dialect (``"sqlite"``, ``"mysql"``...): rewrite from it
-    first; ``"auto"``: on a syntax or schema error, retry rewritten from other dialects."""
+    """A solution may return the gold columns in another order (``match="execution"``)."""
+    transpile_from: str | None = FROM_PROTOCOL
+    """``None``: run queries as written (``skyrl``); a sqlglot dialect (``"sqlite"``, ``"mysql"``...): rewrite
+    from it first; ``"auto"`` (``strict``): on a syntax or schema error, retry rewritten from other dialects."""
     engine: str = "auto"
     """``"auto"`` (from the file header), ``"duckdb"`` or ``"sqlite"``."""
     sqlite_temp_store: str = "memory"
@@ -92,6 +149,13 @@ class Text2SQLConfig:
     ``GROUP BY``/``ORDER BY``; SQLite deletes its temporary files as it creates them)."""
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(
+                f"env_config.protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}"
+            )
+        for name, value in PROTOCOL_DEFAULTS[self.protocol].items():
+            if getattr(self, name) is FROM_PROTOCOL:
+                object.__setattr__(self, name, value)
         _check_type("max_turns", self.max_turns, int, positive=True)
         _check_type("max_rows", self.max_rows, int, positive=True)
         _check_type("max_chars", self.max_chars, int, positive=True)
@@ -105,6 +169,13 @@ class Text2SQLConfig:
         for name in ("require_think", "ignore_column_order"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"env_config.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.match not in ("set", "execution"):
+            raise ValueError(f"env_config.match must be 'set' or 'execution', got {self.match!r}")
+        if self.match == "set" and (self.float_tol != 1e-6 or self.ignore_column_order is not True):
+            raise ValueError(
+                "env_config.float_tol and ignore_column_order apply to match='execution'; with match='set' "
+                "(SkyRL's rule) values compare exactly and columns in order"
+            )
         if self.engine not in ("auto", "duckdb", "sqlite"):
             raise ValueError(f"env_config.engine must be 'auto', 'duckdb' or 'sqlite', got {self.engine!r}")
         if self.sqlite_temp_store not in ("memory", "file"):
@@ -134,6 +205,10 @@ class Text2SQLConfig:
         return cls(**values)
 
 
+Text2SQLEnvConfig = Text2SQLConfig
+"""SkyRL's name for the settings class (its one field, ``db_path``, is ours too)."""
+
+
 def _check_type(name: str, value: Any, types: Any, *, positive: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, types):
         raise TypeError(f"env_config.{name} must be a number, got {value!r}")
@@ -143,108 +218,14 @@ def _check_type(name: str, value: Any, types: Any, *, positive: bool = False) ->
         raise ValueError(f"env_config.{name} must be positive, got {value!r}")
 
 
-# -- showing results to the model ----------------------------------------------------------------------------
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        text = f"{value:.10g}"
-    elif isinstance(value, (datetime.datetime, datetime.date, datetime.time, Decimal)):
-        text = str(value)
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        raw = bytes(value)
-        text = "0x" + raw[: _CELL_CHARS // 2].hex()
-    else:
-        text = str(value)
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
-    return text if len(text) <= _CELL_CHARS else text[: _CELL_CHARS - 3] + "..."
-
-
-def format_result(result: QueryResult, *, max_chars: int = 4000) -> str:
-    """The result as a ``|``-separated table, cut at ``max_chars`` characters, saying what was cut."""
-    lines = [" | ".join(_cell(c) for c in result.columns)] if result.columns else []
-    used = len(lines[0]) + 1 if lines else 0
-    shown = 0
-    cut_by_chars = False
-    for row in result.rows:
-        line = " | ".join(_cell(v) for v in row)
-        if used + len(line) + 1 > max_chars and shown > 0:
-            cut_by_chars = True
-            break
-        if used + len(line) + 1 > max_chars:  # one huge first row: show its beginning
-            line = line[: max(0, max_chars - used - 3)] + "..."
-        lines.append(line)
-        used += len(line) + 1
-        shown += 1
-    total = result.total_rows
-    if not result.rows:
-        lines.append("(no rows)")
-    elif cut_by_chars or result.truncated:
-        of = f"{total}" if total is not None else f"more than {len(result.rows)}"
-        why = (
-            f"output cut at {max_chars} characters"
-            if cut_by_chars
-            else f"at most {len(result.rows)} rows are shown"
-        )
-        lines.append(f"[{shown} of {of} rows shown; {why}]")
-    else:
-        lines.append(f"({shown} row{'s' if shown != 1 else ''})")
-    return "\n".join(lines)
-
-
-# -- the tool -------------------------------------------------------------------------------------------------
-class SQLToolGroup(ToolGroup):
-    """The ``sql`` tool: run one read-only query on the episode's database and describe the result.
-
-    ``last`` holds JSON-serialisable facts about the last call (the query, row count, error kind), for the
-    step's metadata.
-    """
-
-    def __init__(self, db: Database, config: Text2SQLConfig):
-        super().__init__(name="SQLCodeExecutorToolGroup")
-        self.db = db
-        self.config = config
-        self.last: dict[str, Any] = {}
-
-    @tool
-    def sql(self, query: str) -> str:
-        """Run one read-only SQL query and return its result as text (or the error).
-
-        Args:
-            query: the SQL query.
-        """
-        config = self.config
-        info: dict[str, Any] = {"sql": query[:_METADATA_SQL_CHARS]}
-        try:
-            result = self.db.execute(
-                query,
-                timeout_s=config.timeout_s,
-                max_rows=config.max_rows,
-                transpile_from=config.transpile_from,
-            )
-        except QueryError as exc:
-            info.update(error_kind=exc.kind, rows=None)
-            self.last = info
-            return _cap(f"Error: {exc}", config.max_chars)
-        info.update(
-            error_kind=None,
-            rows=result.total_rows,
-            rows_shown=len(result.rows),
-            truncated=result.truncated,
-            transpiled_from=result.transpiled_from,
-        )
-        self.last = info
-        return format_result(result, max_chars=config.max_chars)
-
-
-def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} characters cut]"
-
-
-def _turns_left(left: int) -> str:
-    if left == 1:
-        return "You have 1 turn left: give your final answer now as <solution>...</solution>."
-    return f"You have {left} turns left to complete the task."
+def _first_sql_block(text: str) -> str | None:
+    """The text of the first ``<sql>...</sql>`` exactly as written (SkyRL's rule), or ``None``."""
+    start = text.find(_SQL_OPEN)
+    if start < 0:
+        return None
+    end = text.find(_SQL_CLOSE, start + len(_SQL_OPEN))
+    # No later <sql> can be closed when this one is not.
+    return None if end < 0 else text[start + len(_SQL_OPEN) : end]
 
 
 _NO_ACTION = (
@@ -257,37 +238,67 @@ _NO_ACTION = (
 class Text2SQLEnv(BaseTextEnv):
     """Multi-turn text-to-SQL on a DuckDB or SQLite database (SkyRL constructor: ``(env_config, extras)``).
 
-    See the module docstring for the protocol and the reward, and :class:`Text2SQLConfig` for the settings.
-    ``step`` metadata holds the ``turn``, the ``action`` (``sql``, ``solution`` or ``none``) and, for a
-    query, the ``sql``, ``rows`` (``None`` when it failed or is unknown), ``error_kind``, ``truncated`` and
-    ``transpiled_from``; at the end ``format_valid`` and ``correct``.
+    See the module docstring for the protocols and :class:`Text2SQLConfig` for the settings. Every turn that
+    is not the last has SkyRL's metadata ``tool_group``, ``tool_name`` and ``tool_input`` (``(db_id, the
+    query or None, turns left)``), and this package's: the ``turn``, the ``action`` (``sql``, ``solution`` or
+    ``none``) and, for a query, the ``sql``, ``rows`` (``None`` when it failed or is unknown), ``rows_shown``,
+    ``error_kind``, ``truncated`` and ``transpiled_from``; at the end ``format_valid`` and ``correct``.
+    ``chat_history`` holds the episode as SkyRL keeps it (the model's turns and the observations).
     """
 
     protocol_tags = ("think", "sql", "solution")
+    hostile_actions = (
+        "<sql>DROP TABLE IF EXISTS anything</sql>",
+        "<sql>SELECT 1; DELETE FROM anything</sql>",
+        "<sql>ATTACH DATABASE '/tmp/skyrl_gym_hostile.db' AS other</sql>",
+        "<sql>SELECT * FROM read_csv('/etc/passwd')</sql>",
+        "<sql>SELECT zeroblob(2000000000), repeat('x', 2000000000)</sql>",  # values of gigabytes
+        "<sql>" + "SELECT 1 UNION ALL " * 500 + "SELECT 1</sql>",
+        "<sql>\x00\ud800\U0001f600</sql>",
+        "<think>done</think><solution>" + "x" * 100_000 + "</solution>",
+    )
+    """Queries a model might write that a database must refuse or survive; each ends as the model's failure."""
 
     def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
         super().__init__(env_config, extras)
         self.config = Text2SQLConfig.from_env_config(env_config)
-        reward_spec = self.extras.get("reward_spec")
-        ground_truth = reward_spec.get("ground_truth") if isinstance(reward_spec, dict) else None
-        self.gold_sql: str | None = (
-            ground_truth if isinstance(ground_truth, str) and ground_truth.strip() else None
-        )
+        ground_truth = task_ground_truth(extras, "text2sql")
+        if ground_truth is not None and not (isinstance(ground_truth, str) and ground_truth.strip()):
+            raise ValueError(
+                f"text2sql: reward_spec.ground_truth must be the gold SQL query, got {ground_truth!r:.200}"
+            )
+        self.gold_sql: str | None = ground_truth
         max_turns = self.extras.get("max_turns")
         self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
         self.history: list[str] = []
+        self.chat_history: ConversationType = []
         self.queries = 0
         self.query_errors = 0
         self.solved = False
         self.format_valid = False
         self.db: Database | None = None
         self.db_file: Path | None = None
-        if self.extras.get("db_path") or self.extras.get("db_id"):
-            self.db_file = resolve_database(self.extras, self.config.db_path)
+        self.db_id: str | None = None
+        self.tool_group: SQLCodeExecutorToolGroup | None = None
+        if extras is not None:
+            config = self.config
+            self.db_file = resolve_database(self.extras, config.db_path)
             self.db = open_database(
-                self.db_file, engine=self.config.engine, sqlite_temp_store=self.config.sqlite_temp_store
+                self.db_file, engine=config.engine, sqlite_temp_store=config.sqlite_temp_store
             )
-            self.init_tool_groups([SQLToolGroup(self.db, self.config)])
+            db_id = self.extras.get("db_id")
+            self.db_id = str(db_id) if db_id else self.db_file.stem
+            self.tool_group = SQLCodeExecutorToolGroup(
+                database=self.db,
+                db_id=self.db_id,
+                db_file=str(self.db_file),
+                style="skyrl" if config.protocol == "skyrl" else "table",
+                timeout_s=config.timeout_s,
+                max_rows=config.max_rows,
+                max_chars=config.max_chars,
+                transpile_from=config.transpile_from,
+            )
+            self.init_tool_groups([self.tool_group])
 
     # -- tasks ------------------------------------------------------------------------------------------------
     def sample_task(self, seed: int | None = None) -> Task:
@@ -304,17 +315,8 @@ class Text2SQLEnv(BaseTextEnv):
 
     # -- the episode ------------------------------------------------------------------------------------------
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
-        if self.db is None:
-            raise ValueError(
-                "Text2SQLEnv needs a database: make it with extras={'db_path': 'shop.duckdb', ...} or "
-                "extras={'db_id': ..., 'data': 'spider'} and env_config={'db_path': <root folder>}, "
-                "or start it with reset(seed=...) to draw a bundled task"
-            )
-        if self.gold_sql is None:
-            raise ValueError(
-                "Text2SQLEnv needs the gold SQL: extras={'reward_spec': {'method': 'rule', "
-                "'ground_truth': 'SELECT ...'}, ...}"
-            )
+        self._require_task()
+        assert self.db is not None
         info = {
             "dialect": self.db.dialect,
             "database": self.db_file.name if self.db_file else None,
@@ -322,13 +324,22 @@ class Text2SQLEnv(BaseTextEnv):
         }
         return prompt, info
 
+    def _require_task(self) -> None:
+        if self.db is None:
+            raise ValueError(
+                "Text2SQLEnv needs a task: make it with extras={'reward_spec': {'method': 'rule', "
+                "'ground_truth': 'SELECT ...'}, 'db_path': 'shop.duckdb'} (or 'db_id' and 'data' with "
+                "env_config={'db_path': <root folder>}), or start it with reset(seed=...) to draw a bundled task"
+            )
+
     def step(self, action: str) -> BaseTextEnvStepOutput:
+        self._require_task()
         self.turns += 1
         text = action if isinstance(action, str) else ""
         self.history.append(text)
+        self.chat_history.append({"role": "assistant", "content": text})
         metadata: dict[str, Any] = {"turn": self.turns}
-        opened = text.find(_SOLUTION_OPEN)
-        if opened >= 0 and text.find(_SOLUTION_CLOSE, opened) >= 0:
+        if self._ends_with_solution(text):
             return self._finish(metadata)
         if self.turns >= self.max_turns:
             reward = self.config.no_solution_reward
@@ -341,51 +352,83 @@ class Text2SQLEnv(BaseTextEnv):
                 done=True,
                 metadata=metadata,
             )
+        turns_left = self.max_turns - self.turns
+        if self.config.protocol == "skyrl":
+            content = self._skyrl_turn(text, turns_left, metadata)
+        else:
+            content = self._strict_turn(text, turns_left, metadata)
+        observation = {"role": "user", "content": content}
+        self.chat_history.append(observation)
+        return BaseTextEnvStepOutput(observations=[observation], reward=0.0, done=False, metadata=metadata)
+
+    def _ends_with_solution(self, text: str) -> bool:
+        if self.config.protocol == "skyrl":
+            return _SOLUTION_OPEN in text and _SOLUTION_CLOSE in text
+        opened = text.find(_SOLUTION_OPEN)
+        return opened >= 0 and text.find(_SOLUTION_CLOSE, opened) >= 0
+
+    def _skyrl_turn(self, text: str, turns_left: int, metadata: dict[str, Any]) -> str:
+        query = _first_sql_block(text)
+        return self._call_tool(query, turns_left, metadata)
+
+    def _strict_turn(self, text: str, turns_left: int, metadata: dict[str, Any]) -> str:
         calls = parse_tag_calls(text, "sql")
-        query = next((c.arguments["input"] for c in calls if isinstance(c, ToolCall)), None)
+        written = next((c.arguments["input"] for c in calls if isinstance(c, ToolCall)), None)
+        query = None if written is None else _strip_fence(written)
+        if query:
+            return self._call_tool(query, turns_left, metadata)
         if query is not None:
-            body = self._run_query(query, metadata)
+            self.queries += 1
+            self.query_errors += 1
+            metadata.update(action="sql", sql="", rows=None, error_kind="unsafe")
+            body = "Error: the <sql> block is empty; write one SQL query inside it."
         elif calls:
             metadata["action"] = "none"
             body = f"{calls[0].message}, for example <sql>SELECT ...</sql>."
         else:
             metadata["action"] = "none"
             body = _NO_ACTION
-        content = f"<observation>\n{body}\n</observation>\n{_turns_left(self.max_turns - self.turns)}"
-        return BaseTextEnvStepOutput(
-            observations=[{"role": "user", "content": content}], reward=0.0, done=False, metadata=metadata
+        metadata.update(
+            tool_group=GROUP_NAME, tool_name=_TOOL_NAME, tool_input=(self.db_id, query, turns_left)
         )
+        return wrap_observation(body, turns_left, "table")
 
-    def _run_query(self, query: str, metadata: dict[str, Any]) -> str:
-        metadata["action"] = "sql"
+    def _call_tool(self, query: str | None, turns_left: int, metadata: dict[str, Any]) -> str:
+        """Run the SQL tool as SkyRL does (``(db_id, query, turns_left)``) and note what it did."""
+        tool_input = (self.db_id, query, turns_left)
+        content = self._execute_tool(GROUP_NAME, _TOOL_NAME, tool_input)
+        metadata.update(tool_group=GROUP_NAME, tool_name=_TOOL_NAME, tool_input=tool_input)
+        if query is None:
+            metadata["action"] = "none"
+            return content
+        assert self.tool_group is not None
         self.queries += 1
-        query = _strip_fence(query)
-        if not query:
+        metadata["action"] = "sql"
+        metadata.update(self.tool_group.last)
+        if self.tool_group.last.get("error_kind") is not None:
             self.query_errors += 1
-            metadata.update(sql="", rows=None, error_kind="unsafe")
-            return "Error: the <sql> block is empty; write one SQL query inside it."
-        body = self._execute_tool("SQLCodeExecutorToolGroup", "sql", [query])
-        group = self.tool_groups[0]
-        metadata.update(group.last)
-        if group.last.get("error_kind") is not None:
-            self.query_errors += 1
-        return body
+        return content
 
     def _finish(self, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
-        from skyrl_gym.envs.sql.scoring import grade_completion
-
         assert self.db is not None and self.gold_sql is not None
         config = self.config
-        grade = grade_completion(
-            "\n".join(self.history),
-            self.gold_sql,
-            self.db,
-            format_penalty=config.format_penalty,
-            require_think=config.require_think,
-            float_tol=config.float_tol,
-            ignore_column_order=config.ignore_column_order,
-            timeout_s=config.timeout_s,
-            transpile_from=config.transpile_from,
+        common = {
+            "format_penalty": config.format_penalty,
+            "require_think": config.require_think,
+            "float_tol": config.float_tol,
+            "ignore_column_order": config.ignore_column_order,
+            "timeout_s": config.timeout_s,
+            "transpile_from": config.transpile_from,
+        }
+        from skyrl_gym.envs.sql.utils import grade_episode
+
+        if config.protocol == "skyrl":
+            # SkyRL grades the episode as one text: every turn and observation, joined with nothing between.
+            episode = "".join(message["content"] for message in self.chat_history)
+        else:
+            episode = "\n".join(self.history)
+        grade = grade_episode(
+            episode, self.gold_sql, self.db, rule=config.protocol, match=config.match, **common
         )
         self.solved = grade.correct
         self.format_valid = grade.format_valid
@@ -412,6 +455,10 @@ class Text2SQLEnv(BaseTextEnv):
             "solved": self.solved,
             "format_valid": self.format_valid,
         }
+
+
+SQLEnv = Text2SQLEnv
+"""SkyRL's name for the environment class."""
 
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\n?```\Z", re.DOTALL)
