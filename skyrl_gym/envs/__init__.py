@@ -53,3 +53,10 @@ register(
     budget={"step_timeout_s": 60.0, "max_observation_chars": 8192},
     description="question answering with a search engine (Search-R1's <search>/<information>/<answer> protocol)",
 )
+register(
+    id="rlm",
+    entry_point="skyrl_gym.envs.rlm.env:RLMEnv",
+    budget={"step_timeout_s": 240.0, "episode_timeout_s": 1800.0, "max_observation_chars": 32768},
+    description="recursive language model: code in a sandboxed REPL over a long context, with llm_query "
+    "callbacks (SkyRL's RLM protocol); bundled needle-in-a-logbook tasks",
+)

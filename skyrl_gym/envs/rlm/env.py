@@ -368,6 +368,10 @@ def answers_match(answer: str, ground_truth: Any) -> bool:
     return False
 
 
+_REACH = "g = FINAL_VAR.__func__.__globals__\nch = FINAL_VAR.__self__.channel\n"
+"""How code in the REPL reaches the driver's module and its channel despite the builtins table."""
+
+
 class RLMEnv(BaseRLMEnv):
     """The registered ``rlm`` environment: a long-context question answered through the REPL, reward 1.0
     when the final answer matches the ground truth (:func:`answers_match`), else 0.0.
@@ -376,6 +380,23 @@ class RLMEnv(BaseRLMEnv):
     made) and usually ``extra_info.context_text``. Made without extras, ``reset(seed=...)`` draws a bundled
     logbook task (:mod:`skyrl_gym.envs.rlm.tasks`).
     """
+
+    hostile_actions = tuple(
+        f"```repl\n{_REACH}{code}\n```"
+        for code in (
+            'g["os"]._exit(3)',  # the interpreter dies
+            'g["os"].write(ch.write_fd, b"not a frame at all")',  # garbage on the channel
+            'body = b"[" * 200000\ng["os"].write(ch.write_fd, b"SKYRL%010d\\n" % len(body) + body)',  # deep JSON
+            'g["os"].write(ch.write_fd, b"SKYRL9999999999\\n")',  # a 10 GB frame announced
+            'ch.send({"op": "done", "seq": FINAL_VAR.__self__.seq, "stdout": 5})',  # a forged, malformed result
+            'ch.send({"op": "call", "seq": FINAL_VAR.__self__.seq, "id": 1, "fn": "open", "args": [], "kwargs": {}})',
+            'g["os"].close(ch.read_fd)',  # the driver's reader is gone: the next cell finds it dead
+            'x = b"a" * (4 * 1024 ** 3)',  # past the memory limit
+        )
+    )
+    """REPL code that breaks the REPL's interpreter or its protocol from inside (SkyRL's builtins table does not
+    stop it: the scaffold functions lead to the driver's module). Each must end as the model's failure: an
+    observation saying the REPL was restarted, never an environment error."""
 
     def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
         super().__init__(env_config, extras)
