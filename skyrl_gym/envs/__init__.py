@@ -54,6 +54,36 @@ register(
     description="question answering with a search engine (Search-R1's <search>/<information>/<answer> protocol)",
 )
 register(
+    id="gsm8k",
+    entry_point="skyrl_gym.envs.gsm8k.env:GSM8kEnv",
+    budget={"max_turns": 1, "step_timeout_s": 10.0, "max_observation_chars": 4096},
+    description="SkyRL's GSM8K: one answer after '#### ', strict match with the ground truth",
+)
+register(
+    id="gsm8k_multi_turn",
+    entry_point="skyrl_gym.envs.gsm8k.multi_turn_env:GSM8kMultiTurnEnv",
+    budget={"step_timeout_s": 10.0, "episode_timeout_s": 120.0, "max_observation_chars": 4096},
+    description="SkyRL's multi-turn GSM8K: per-turn rewards (1.0 right, a format share), up to 5 answers",
+)
+register(
+    id="aime",
+    entry_point="skyrl_gym.envs.aime.env:AIMEEnv",
+    budget={"max_turns": 1, "step_timeout_s": 10.0, "max_observation_chars": 4096},
+    description="SkyRL's AIME: 'Answer: N' checked by Minerva's normalisation, reward 1.0 or -1.0",
+)
+register(
+    id="lcb",
+    entry_point="skyrl_gym.envs.lcb.env:LCBEnv",
+    budget={"max_turns": 1, "step_timeout_s": 120.0, "max_observation_chars": 8192},
+    description="SkyRL's LiveCodeBench: a program judged by stdin/stdout or functional tests in a sandbox",
+)
+register(
+    id="searchcode",
+    entry_point="skyrl_gym.envs.searchcode.env:SearchCodeEnv",
+    budget={"step_timeout_s": 60.0, "episode_timeout_s": 600.0, "max_observation_chars": 8192},
+    description="SkyRL's search + Python tools: <tool><search>/<python></tool> calls, '#### N' in a <solution>",
+)
+register(
     id="rlm",
     entry_point="skyrl_gym.envs.rlm.env:RLMEnv",
     budget={"step_timeout_s": 240.0, "episode_timeout_s": 1800.0, "max_observation_chars": 32768},

@@ -6,6 +6,8 @@
 - :meth:`ToolGroup.execute_call` and :func:`execute_tool_calls` run them, turning every failure into a
   :class:`ToolResult` the model can read.
 
+``PythonCodeExecutorToolGroup`` is SkyRL's ``python`` tool, run in a :mod:`skyrl_gym.runtime` sandbox.
+
 Only the standard library is imported. ``SearchToolGroup`` (SkyRL's ``from skyrl_gym.tools import
 SearchToolGroup``) is the ``search`` tool of :mod:`skyrl_gym.tools.search`, imported when first used.
 """
@@ -18,12 +20,14 @@ from skyrl_gym.tools.parsing import (
     parse_tag_calls,
     parse_tool_calls,
 )
+from skyrl_gym.tools.python import PythonCodeExecutorToolGroup
 from skyrl_gym.tools.schema import function_schema
 from skyrl_gym.tools.sql import SQLCodeExecutorToolGroup
 
 __all__ = [
     "ToolCall",
     "ToolCallParseError",
+    "PythonCodeExecutorToolGroup",
     "SearchToolGroup",
     "SQLCodeExecutorToolGroup",
     "ToolGroup",
