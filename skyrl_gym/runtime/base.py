@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import json
 import math
 import os
@@ -210,8 +211,7 @@ def drain(process: SandboxProcess, out: _Capture, err: _Capture, wait_s: float =
             try:
                 chunk = os.read(fd, 65536)
             except BlockingIOError:
-                ready = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]
-                if not ready:
+                if not wait_readable(fd, deadline - time.monotonic()):
                     break
                 continue
             except OSError:
@@ -219,6 +219,21 @@ def drain(process: SandboxProcess, out: _Capture, err: _Capture, wait_s: float =
             if not chunk:
                 break
             capture.add(chunk)
+
+
+def wait_readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` became readable (data or end of file) within ``timeout_s``. ``poll``, not ``select``: a
+    trainer with more than 1024 open files has descriptors that ``select`` refuses."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000))
+
+
+def wait_writable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` can take a write (or its reader is gone) within ``timeout_s``."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000))
 
 
 def _close_quietly(stream: Any) -> None:
@@ -243,16 +258,33 @@ class SandboxProcess:
     """A long-running process inside a sandbox (for persistent sessions), with pipes to talk to it.
 
     ``stdin`` / ``stdout`` are the raw pipes of the process; ``kill()`` ends it and everything it started and
-    releases the sandbox's resources (idempotent).
+    releases the sandbox's resources (idempotent). ``start_fd``, where the backend has one, is the read end of a
+    pipe on which the sandbox says that it started (see :meth:`started`).
     """
 
     popen: subprocess.Popen
     backend: str
     _release: Any = field(default=None, repr=False)
+    start_fd: int | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _started: bool | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _live.add(self)
+
+    def started(self) -> bool | None:
+        """Whether the sandbox got as far as starting the command: ``True`` once it said so, ``False`` when it
+        ended without saying so (the machinery failed: no namespace, a failed mount), ``None`` while that is
+        not known yet (or the backend cannot tell, which counts as started)."""
+        with self._lock:
+            if self._started is not None or self.start_fd is None:
+                return True if self._started is None else self._started
+            try:
+                byte = os.read(self.start_fd, 1)
+            except BlockingIOError:
+                return None
+            self._started = bool(byte)
+            return self._started
 
     @property
     def stdin(self) -> IO[bytes]:
@@ -277,6 +309,14 @@ class SandboxProcess:
     def kill(self) -> None:
         """Kill the process and everything it started, release the sandbox and close the pipes."""
         self.stop()
+        self.started()  # read the answer before its pipe goes
+        with self._lock:
+            start_fd, self.start_fd = self.start_fd, None
+            if start_fd is not None and self._started is None:
+                self._started = True  # never answered while it ran: nothing to blame on the machinery
+        if start_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(start_fd)
         for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
             if stream is not None:
                 try:
@@ -502,8 +542,18 @@ class Sandbox(ABC):
             oom = self._killed_for_memory(process)
             process.stop()
             drain(process, out, err)
+            started = process.started()
         finally:
             process.kill()
+        if started is False:
+            # what was printed came from the machinery (bwrap, prlimit), not from the command
+            why = (err.text() + out.text()).strip()[-2000:] or "it ended before starting the command"
+            if timed_out:
+                why = f"it did not start within {limits.timeout_s:g} s"
+            return RunResult(
+                "", f"the sandbox could not start the command: {why}", None, backend=self.name,
+                isolation=self.isolation, duration_s=duration,
+            )  # fmt: skip
         return RunResult(
             stdout=out.text(),
             stderr=err.text(),
@@ -546,11 +596,20 @@ class Sandbox(ABC):
 
     def _exit_code(self, process: SandboxProcess) -> int | None:
         """The command's exit status (backends that wrap the command translate the wrapper's)."""
-        return process.popen.wait()
+        return wait_exit(process.popen)
 
     def _killed_for_memory(self, process: SandboxProcess) -> bool:
         """Whether the memory limit killed the run (backends with a way to tell override this)."""
         return False
+
+
+def wait_exit(popen: subprocess.Popen, timeout_s: float = 5.0) -> int:
+    """The exit status of a process that was killed; -9 if it has still not gone after ``timeout_s`` (stuck in
+    the kernel), so that no caller waits on it for ever."""
+    try:
+        return popen.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return -signal.SIGKILL
 
 
 def _b64(content: str | bytes) -> str:

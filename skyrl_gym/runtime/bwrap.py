@@ -8,15 +8,22 @@ UTS, cgroup and user namespaces (no nested user namespaces allowed), and:
   the host's ``/home``, ``/root``, ``/work``, ``/tmp``, ``/var`` and so on do not exist inside;
 - a private work folder ``/work`` (the current directory, where the run's files are copied) and a private
   ``/tmp``, both memory-backed (``tmpfs``) of ``max_file_mb`` each, so nothing is written to the host's disk and
-  nothing can be left behind;
+  nothing can be left behind; a read-only ``/dev`` with the usual devices and a ``/dev/shm`` of at most
+  :data:`SHM_MB` (so the memory files can hold on the host is bounded even without a memory cgroup);
 - a cleared environment (``PATH``, ``HOME=/work``, ``LANG`` and what the caller passes), so the host's
   variables (tokens, keys) never reach the code;
 - when started as root: the run goes into its own control group (memory incl. swap, pids, CPU quota) and
   ``bwrap`` itself is started as the unprivileged user ``nobody`` (uid 65534), so even a sandbox escape lands
-  without privileges; otherwise the caller's own uid and ``setrlimit`` limits.
+  without privileges; otherwise the caller's own uid and ``setrlimit`` limits. The process limit is then set
+  inside the sandbox's own user namespace, where the kernel counts processes per namespace: one run's fork
+  bomb uses up its own budget, never the caller's or another run's.
 
 ``--die-with-parent`` and the PID namespace make the whole process tree die with the run (or with the
 caller, even when it is SIGKILLed); cgroups left by a killed caller are swept when the next sandbox starts.
+
+The sandbox's first process reports on a pipe of its own that it started; a run whose sandbox never got that far
+(no namespace could be created, a mount failed) is a start failure of the machinery (``exit_code`` ``None``),
+never the program's output.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_gym.runtime import _keeper, cgroups
-from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, check_relative
+from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, check_relative, wait_exit
 
 __all__ = ["BwrapSandbox", "bwrap_available", "SANDBOX_UID"]
 
@@ -49,10 +56,26 @@ ETC_FILES = (
     "/etc/python3.12",
     "/etc/ssl/certs",
 )
-INIT = ["/bin/sh", "-c", '"$@"; exit $?', "sandbox-init"]
-"""The sandbox's first process: runs the command in the foreground as process 2, so that the command has the
-usual signal semantics (the first process of a PID namespace ignores signals it has no handler for), and
-exits with its status (128 + N for a command killed by signal N)."""
+SHM_MB = 16
+"""Largest size of the sandbox's ``/dev/shm`` (POSIX semaphores and shared memory), in MB (or ``max_file_mb``
+when that is smaller)."""
+
+
+def init_command(start_fd: int, max_processes: int | None) -> list[str]:
+    """The sandbox's first process: a shell that says it started (one byte on ``start_fd``), then runs the
+    command in the foreground as process 2, so that the command has the usual signal semantics (the first
+    process of a PID namespace ignores signals it has no handler for), and exits with its status (128 + N for a
+    command killed by signal N). With ``max_processes``, ``prlimit`` sets ``RLIMIT_NPROC`` first, inside the
+    sandbox's user namespace.
+    """
+    # dash only redirects to single-digit descriptors: write through /proc instead
+    script = f'printf . >/proc/self/fd/{start_fd}; "$@"; exit $?'
+    shell = ["/bin/sh", "-c", script, "sandbox-init"]
+    if max_processes is None:
+        return shell
+    return ["/usr/bin/prlimit", f"--nproc={max_processes}:{max_processes}", "--", *shell]
+
+
 PASSWD = f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKDIR}:/bin/sh\n"
 GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n"
 
@@ -156,7 +179,7 @@ class BwrapSandbox(Sandbox):
         args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
         # --disable-userns: the code cannot make nested user namespaces (and be "root" in them), which keeps
         # the kernel's namespace code out of its reach
-        # --as-pid-1 with a shell as the namespace's first process (see INIT): bwrap's own init would outlive
+        # --as-pid-1 with a shell as the namespace's first process (see init_command): bwrap's own init would outlive
         # bwrap and wait, a zombie, for the host's init to collect it (counting against the process limit
         # of a reused cgroup until then)
         args += ["--new-session", "--hostname", "sandbox", "--as-pid-1"]
@@ -164,6 +187,10 @@ class BwrapSandbox(Sandbox):
         args += ["--ro-bind-data", str(passwd_fds[0]), "/etc/passwd"]
         args += ["--ro-bind-data", str(passwd_fds[1]), "/etc/group"]
         args += ["--proc", "/proc", "--dev", "/dev"]
+        # bwrap's /dev is a writable tmpfs without a size: without a memory cgroup, files there would hold
+        # host memory beyond every limit; /dev keeps its devices but becomes read-only, /dev/shm a small tmpfs
+        shm = str(min(limits.max_file_mb, SHM_MB) * 1024 * 1024)
+        args += ["--size", shm, "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
         args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", WORKDIR]
         for path in self.ro_paths:  # after /tmp's tmpfs, which would hide a path under /tmp
             args += ["--ro-bind", path, path]
@@ -193,6 +220,7 @@ class BwrapSandbox(Sandbox):
         limits = limits or self.limits
         file_fds: list[tuple[int, str]] = []
         fds: list[int] = []
+        start_fds: list[int] = []  # the read end of the start pipe, kept by the returned process
         group: cgroups.Cgroup | None = None
         try:
             for relative, content in (files or {}).items():
@@ -212,7 +240,14 @@ class BwrapSandbox(Sandbox):
             args = self._arguments(limits, file_fds, passwd_fds)
             for key, value in environment.items():
                 args += ["--setenv", key, value]
-            args += ["--", *INIT, *command]
+            start_read, start_write = os.pipe()
+            os.set_blocking(start_read, False)
+            fds.append(start_write)
+            start_fds.append(start_read)
+            if self.as_root:  # the sandbox user reopens it through /proc, which checks the pipe's owner
+                os.fchown(start_write, SANDBOX_UID, SANDBOX_UID)
+            nproc = None if self.use_cgroups else limits.max_processes
+            args += ["--", *init_command(start_write, nproc), *command]
             if self.use_cgroups:
                 group = cgroups.acquire(limits.memory_mb * 1024 * 1024, limits.max_processes, self.cpus)
             # bwrap waits on this pipe until the run is confined (cgroup, rlimits); starting it without a
@@ -249,6 +284,8 @@ class BwrapSandbox(Sandbox):
         except BaseException:
             if group is not None:
                 cgroups.release(group)
+            for fd in start_fds:
+                os.close(fd)
             raise
         finally:
             for fd in fds:
@@ -270,12 +307,12 @@ class BwrapSandbox(Sandbox):
             if group is not None:
                 cgroups.release(group)
 
-        process = SandboxProcess(popen, self.name, release)
+        process = SandboxProcess(popen, self.name, release, start_fd=start_fds[0])
         process.cgroup = group  # type: ignore[attr-defined]
         return process
 
     def _exit_code(self, process: SandboxProcess) -> int | None:
-        code = process.popen.wait()
+        code = wait_exit(process.popen)
         # bwrap reports a command killed by signal N as 128 + N, as a shell does
         if code is not None and code > 128 and code - 128 < 65:
             return -(code - 128)
@@ -331,9 +368,11 @@ def _rlimit_prefix(limits: Limits, cgroup: bool) -> list[str]:
     cpu = limits.cpu_seconds
     file_size = limits.max_file_mb * 1024 * 1024
     args = ["prlimit", f"--cpu={cpu}:{cpu + 1}", f"--fsize={file_size}:{file_size}", "--core=0:0"]
-    if not cgroup:  # without a cgroup, per-process limits stand in for the group's memory and pids limits
+    if not cgroup:  # without a cgroup, a per-process limit stands in for the group's memory limit
         memory = limits.memory_mb * 1024 * 1024
-        args += [f"--as={memory}:{memory}", f"--nproc={limits.max_processes}:{limits.max_processes}"]
+        args.append(f"--as={memory}:{memory}")
+        # and no RLIMIT_NPROC here: set on bwrap, it would count every process of the caller's uid (all runs
+        # together) and bound the user namespace bwrap creates; init_command sets it inside that namespace
     return [*args, "--"]
 
 

@@ -2,7 +2,8 @@
 
 One :class:`Cgroup` per run at a time, under ``/sys/fs/cgroup/<controller>/skyrl_sandbox/`` (cgroup v1, one
 folder per controller) or ``/sys/fs/cgroup/skyrl_sandbox/`` (cgroup v2), named after the owning process
-(``<pid>-<n>``). Runs take a group with :func:`acquire` and give it back with :func:`release`, which kills
+(``<pid>-<start time>-<n>``: with the start time, a new process that got a dead owner's pid, as a restarted
+container's trainer does, is not taken for that owner). Runs take a group with :func:`acquire` and give it back with :func:`release`, which kills
 whatever is left in it; emptied groups are kept for the next run, because the kernel's first allocations in a
 brand-new memory cgroup are slow (per-group kernel caches) and that cost would otherwise land on every run.
 Groups are removed at exit; those of an owner that died without cleaning up (a SIGKILLed trainer) are swept by
@@ -18,6 +19,7 @@ import atexit
 import contextlib
 import functools
 import itertools
+import math
 import os
 import signal
 import threading
@@ -80,7 +82,7 @@ class Cgroup:
         if self.version is None:
             raise OSError("control groups are not available to this process")
         self.owner = owner or os.getpid()
-        self.name = f"{self.owner}-{next(_counter)}"
+        self.name = f"{owner_tag(self.owner)}-{next(_counter)}"
         if self.version == 1:
             self.dirs = [ROOT / c / GROUP / self.name for c in V1_CONTROLLERS if (ROOT / c).is_dir()]
         else:
@@ -175,11 +177,30 @@ _pool: list[Cgroup] = []
 _pool_lock = threading.Lock()
 
 
+SWEEP_EVERY_S = 60.0
+"""How often a long-lived process looks again for what dead owners left (see :func:`sweep_due`)."""
+_last_sweep: dict[str, float] = {}
+
+
+def sweep_due(kind: str) -> bool:
+    """True at most once every :data:`SWEEP_EVERY_S` per process and ``kind`` (``"cgroups"``,
+    ``"folders"``): time to sweep again, so that what an owner killed after this process's sandboxes were made
+    left behind does not wait for the next sandbox to be made."""
+    now = time.monotonic()
+    with _pool_lock:
+        if now - _last_sweep.get(kind, -math.inf) < SWEEP_EVERY_S:
+            return False
+        _last_sweep[kind] = now
+        return True
+
+
 def acquire(memory_bytes: int, max_pids: int, cpus: float | None) -> Cgroup:
     """An empty group with these limits: a kept one if there is one, else a new one."""
     with _pool_lock:
         group = _pool.pop() if _pool else None
     if group is None or group.owner != os.getpid():  # a forked child must not share its parent's groups
+        if sweep_due("cgroups"):
+            sweep_stale()
         return Cgroup(memory_bytes, max_pids, cpus)
     group.set_limits(memory_bytes, max_pids, cpus)
     return group
@@ -241,6 +262,40 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (``/proc/<pid>/stat``), ``None`` if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # field 22 of the whole line; the command name before ")" may hold spaces
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def owner_tag(pid: int) -> str:
+    """``<pid>-<start time>``: the prefix of the names of what a process leaves on the host (control groups,
+    work folders), from which :func:`owner_gone` tells whether that process is still the one running."""
+    return f"{pid}-{start_time(pid) or 0}"
+
+
+def owner_gone(name: str) -> bool:
+    """Whether the process that made something named ``<pid>-<start time>-...`` (or ``<pid>-...``, the older
+    form) has died: no such pid, or the pid is now another process's. Ours is never gone."""
+    parts = name.split("-")
+    if not parts[0].isdigit():
+        return False
+    pid = int(parts[0])
+    if pid == os.getpid():
+        return len(parts) > 2 and parts[1].isdigit() and f"{parts[0]}-{parts[1]}" != owner_tag(pid)
+    if not pid_alive(pid):
+        return True
+    if len(parts) > 2 and parts[1].isdigit():
+        started = start_time(pid)
+        return started is not None and started != int(parts[1])
+    return False
+
+
 def sweep_stale() -> int:
     """Remove the groups of owners that died without cleaning up (killing what runs in them); returns how many."""
     cg_version = version()
@@ -253,8 +308,7 @@ def sweep_stale() -> int:
             names.update(p.name for p in parent.iterdir() if p.is_dir() and p.name[0].isdigit())
     swept = 0
     for name in sorted(names):
-        owner = int(name.split("-", 1)[0])
-        if owner == os.getpid() or pid_alive(owner):
+        if not owner_gone(name):
             continue
         if _destroy([p / name for p in parents if (p / name).exists()], cg_version, 1.0):
             swept += 1

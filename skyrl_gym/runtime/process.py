@@ -9,8 +9,10 @@ Processes a run leaves behind in other sessions (a daemonised child) are found a
 marker variable in their environment and killed too.
 
 This is the weaker backend (``isolation = "rlimits"``): the code sees the host's files, network and
-processes as the user running it, and a child that both leaves its session and clears its environment
-outlives the run.
+processes as the user running it, a child that both leaves its session and clears its environment
+outlives the run, and ``RLIMIT_NPROC`` counts every process of the user, so concurrent runs share one process
+budget (with the caller too); ``bwrap`` gives each run its own. Work folders are named after their owner's pid
+and start time; those of an owner that died are swept when a sandbox is made and every minute while runs start.
 Use ``bwrap`` wherever it is available; :func:`skyrl_gym.runtime.make_sandbox` does.
 """
 
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from skyrl_gym.runtime import _keeper
 from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, write_files
-from skyrl_gym.runtime.cgroups import pid_alive
+from skyrl_gym.runtime.cgroups import owner_gone, owner_tag, sweep_due
 
 __all__ = ["ProcessSandbox", "work_root", "sweep_stale_folders"]
 
@@ -44,16 +46,26 @@ def work_root() -> Path:
 
 
 def sweep_stale_folders() -> int:
-    """Remove work folders whose owning process died without removing them; returns how many."""
+    """Remove work folders whose owning process died without removing them (their names start with the owner's
+    pid and start time, see :func:`~skyrl_gym.runtime.cgroups.owner_tag`); returns how many."""
     swept = 0
     root = work_root()
     with contextlib.suppress(OSError):
         for folder in root.iterdir():
-            owner = folder.name.split("-", 1)[0]
-            if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
+            if owner_gone(folder.name):
                 shutil.rmtree(folder, ignore_errors=True)
                 swept += 1
     return swept
+
+
+def _make_work_root() -> Path:
+    root = work_root()
+    if not root.is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        # shared by every user of the machine, like /tmp itself: each run's folder is private (mkdtemp: 0700)
+        with contextlib.suppress(OSError):
+            os.chmod(root, 0o1777)
+    return root
 
 
 MARKER = "SKYRL_SANDBOX_RUN"
@@ -120,8 +132,9 @@ class ProcessSandbox(Sandbox):
         stderr_to_stdout: bool = False,
     ) -> SandboxProcess:
         limits = limits or self.limits
-        work_root().mkdir(parents=True, exist_ok=True)
-        folder = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=work_root())
+        if sweep_due("folders"):
+            sweep_stale_folders()
+        folder = tempfile.mkdtemp(prefix=f"{owner_tag(os.getpid())}-", dir=_make_work_root())
         try:
             write_files(folder, files)
             marker = os.path.basename(folder)

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess
+from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, wait_readable, wait_writable
 
-__all__ = ["CellResult", "PythonSession", "SessionError"]
+__all__ = ["CellResult", "ProtocolError", "PythonSession", "SessionError"]
 
 DRIVER_FILE = ".skyrl_session.py"
 MAGIC = b"SKYRL"
@@ -86,11 +85,35 @@ def run(code, number):
             print(repr(value))
 
 def cell_traceback(exc):
-    frames = traceback.extract_tb(exc.__traceback__)
-    frames = [f for f in frames if f.filename.startswith("<cell ")]
-    text = "Traceback (most recent call last):\n" if frames else ""
-    text += "".join(traceback.format_list(frames))
-    return text + "".join(traceback.format_exception_only(type(exc), exc))
+    try:
+        frames = traceback.extract_tb(exc.__traceback__)
+        frames = [f for f in frames if f.filename.startswith("<cell ")]
+        text = "Traceback (most recent call last):\n" if frames else ""
+        text += "".join(traceback.format_list(frames))
+        return text + "".join(traceback.format_exception_only(type(exc), exc))
+    except BaseException:  # an exception whose traceback cannot be written out (a broken __str__, recursion)
+        return "%s (its traceback could not be formatted)\n" % type(exc).__name__
+
+def cut(text, limit):
+    if len(text) <= limit:
+        return text
+    return text[: limit // 2] + "\n[... %d characters cut ...]\n" % (len(text) - limit) + text[-(limit // 2):]
+
+def collect(limit):
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    try:
+        size = os.fstat(1).st_size
+        with open(CAPTURE, "rb") as handle:
+            output = handle.read(limit)
+    except BaseException:  # the cell closed or replaced the capture
+        size, output = 0, b""
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    return output.decode("utf-8", "replace"), size > limit
 
 send({"ready": True, "python": sys.version.split()[0]})
 number = 0
@@ -107,24 +130,19 @@ while True:
     try:
         run(request["code"], number)
     except BaseException as exc:
-        error = cell_traceback(exc)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:
-        pass
-    limit = request.get("max_output", 65536)
-    size = os.fstat(1).st_size
-    with open(CAPTURE, "rb") as handle:
-        output = handle.read(limit)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    send({"output": output.decode("utf-8", "replace"), "error": error, "truncated": size > limit})
+        error = cut(cell_traceback(exc), request["max_error"])
+    output, truncated = collect(request["max_output"])
+    send({"cell": request["cell"], "output": output, "error": error, "truncated": truncated})
 """
 
 
 class SessionError(RuntimeError):
-    """The interpreter could not be started or broke the session's protocol."""
+    """The interpreter could not be started, or the session is closed."""
+
+
+class ProtocolError(SessionError):
+    """What came back on the interpreter's channel is not a message of the session's protocol (code running in
+    the interpreter can write there too); :meth:`PythonSession.run_cell` makes it that cell's failure."""
 
 
 @dataclass
@@ -133,8 +151,9 @@ class CellResult:
 
     ``output`` is what the cell printed (stdout and stderr as they were written) and the ``repr`` of a final
     bare expression; ``error`` the traceback of an exception it raised. ``timed_out`` and ``crashed`` say the
-    interpreter was killed during the cell; ``restarted`` that the interpreter this cell ran in (or the next one
-    will run in) is a new one, so earlier state is gone.
+    interpreter was killed during the cell (``crashed`` also when the cell broke the session's protocol: then
+    ``error`` says how); ``restarted`` that the interpreter this cell ran in (or the next one will run in) is a
+    new one, so earlier state is gone.
     """
 
     output: str
@@ -152,11 +171,12 @@ class CellResult:
 
     def render(self) -> str:
         """The result as text for an observation: the output, then what went wrong, if anything."""
-        parts = [self.output.rstrip("\n")] if self.output.strip() else []
+        output, error = str(self.output), "" if self.error is None else str(self.error)
+        parts = [output.rstrip("\n")] if output.strip() else []
         if self.truncated:
             parts.append("[output truncated]")
-        if self.error:
-            parts.append(self.error.rstrip("\n"))
+        if error:
+            parts.append(error.rstrip("\n"))
         if self.timed_out:
             parts.append(
                 f"TimeoutError: the cell did not finish in {self.duration_s:.0f} s and was stopped; "
@@ -169,8 +189,22 @@ class CellResult:
         return "\n".join(parts)
 
 
+MAX_ERROR_CHARS = 64 * 1024
+"""Longest traceback a cell's result carries (the driver keeps its beginning and end)."""
+HELLO_BYTES = 4096
+"""Largest first message of a new interpreter."""
+CLOSE_WAIT_S = 5.0
+"""How long ``close()`` waits for a cell in flight to notice that its interpreter is gone."""
+
+
 class PythonSession:
     """A persistent Python interpreter in a sandbox (started on the first cell).
+
+    Every exchange with the interpreter has a deadline (the cell's timeout) and every message from it is
+    checked (its size, its JSON, the type of each field, the cell it answers); a cell that breaks that (a
+    replaced driver, a forged or oversized message, output written on the channel out of turn) gets a result
+    saying so, and the next cell runs in a fresh interpreter. ``run_cell`` raises only when the interpreter
+    cannot be started (:class:`SessionError`: the machinery failed, not the code) or the session is closed.
 
     Args:
         sandbox: where to run it; ``None``: :func:`~skyrl_gym.runtime.make_sandbox` ``("auto")``.
@@ -210,6 +244,9 @@ class PythonSession:
         self._lost_state = False
         self._closed = False
         self._lock = threading.Lock()
+        self._max_error = min(self.limits.max_output_bytes, MAX_ERROR_CHARS)
+        # JSON writes a byte of output as at most 6 (a \\u escape), a character of a traceback as at most 12
+        self._max_reply = 6 * self.limits.max_output_bytes + 12 * self._max_error + 4096
 
     @property
     def backend(self) -> str:
@@ -220,15 +257,29 @@ class PythonSession:
     def _start(self) -> None:
         files = {**self.files, DRIVER_FILE: DRIVER}
         command = [self.sandbox.python, "-u", DRIVER_FILE]
-        self._process = self.sandbox.spawn(command, files=files, limits=self.limits, stderr_to_stdout=True)
         try:
-            hello = self._receive(time.monotonic() + self.startup_timeout_s)
-        except (SessionError, TimeoutError) as exc:
+            process = self.sandbox.spawn(command, files=files, limits=self.limits, stderr_to_stdout=True)
+        except (OSError, ValueError) as exc:
+            raise SessionError(
+                f"the Python interpreter could not be started in the {self.backend} sandbox: {exc}"
+            ) from None
+        self._process = process
+        os.set_blocking(process.stdin.fileno(), False)  # writes wait with a deadline, never for ever
+        if self._closed:  # closed while the sandbox started
+            self._kill()
+            raise SessionError("the session is closed")
+        try:
+            hello = self._receive(time.monotonic() + self.startup_timeout_s, HELLO_BYTES)
+            if hello.get("ready") is not True or not isinstance(hello.get("python"), str):
+                raise ProtocolError(f"a first message that is not the driver's: {str(hello)[:80]}")
+        except (SessionError, TimeoutError, OSError) as exc:
+            process.stop()
+            why = f"the sandbox itself did not start ({exc})" if process.started() is False else str(exc)
             self._kill()
             raise SessionError(
-                f"the Python interpreter did not start in the {self.backend} sandbox: {exc}"
+                f"the Python interpreter did not start in the {self.backend} sandbox: {why}"
             ) from None
-        self.python_version = str(hello.get("python", ""))
+        self.python_version = hello["python"]
 
     def _kill(self) -> None:
         process, self._process = self._process, None
@@ -244,10 +295,18 @@ class PythonSession:
             self._kill()
 
     def close(self) -> None:
-        """Kill the interpreter and everything it started (idempotent)."""
-        with self._lock:
-            self._closed = True
-            self._kill()
+        """Kill the interpreter and everything it started (idempotent). Returns within a bound even while a
+        cell runs in another thread: that cell sees its interpreter end and returns a crashed result."""
+        self._closed = True
+        process = self._process
+        if process is not None:
+            process.stop()  # kills the sandbox; the pipes stay open for a reader still on them
+        if self._lock.acquire(timeout=CLOSE_WAIT_S):
+            try:
+                self._kill()
+            finally:
+                self._lock.release()
+        # otherwise the cell in flight closes the pipes when it returns (run_cell checks _closed)
 
     def __enter__(self) -> PythonSession:
         return self
@@ -262,11 +321,20 @@ class PythonSession:
             pass
 
     # -- the protocol ------------------------------------------------------------------------------------
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any], deadline: float) -> None:
+        """Write one message; ``TimeoutError`` if the interpreter does not take it before ``deadline`` (its
+        reader was replaced or blocked by a cell), ``OSError`` if it is gone."""
         assert self._process is not None
-        data = json.dumps(message).encode("utf-8", errors="surrogatepass")
-        self._process.stdin.write(MAGIC + b"%010d\n" % len(data) + data)
-        self._process.stdin.flush()
+        data = json.dumps(message).encode("ascii")
+        view = memoryview(MAGIC + b"%010d\n" % len(data) + data)
+        fd = self._process.stdin.fileno()
+        while view:
+            if not wait_writable(fd, deadline - time.monotonic()):
+                raise TimeoutError("the interpreter did not take the cell")
+            try:
+                view = view[os.write(fd, view[: 1 << 16]) :]
+            except BlockingIOError:
+                continue
 
     def _read_exactly(self, n: int, deadline: float) -> bytes:
         assert self._process is not None
@@ -276,8 +344,7 @@ class PythonSession:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no answer before the deadline")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            if not wait_readable(fd, left):
                 continue
             chunk = os.read(fd, min(n, 1 << 20))
             if not chunk:
@@ -286,24 +353,53 @@ class PythonSession:
             n -= len(chunk)
         return b"".join(chunks)
 
-    def _receive(self, deadline: float) -> dict[str, Any]:
+    def _receive(self, deadline: float, max_bytes: int) -> dict[str, Any]:
+        """One message from the interpreter: a JSON object of at most ``max_bytes``, or :class:`ProtocolError`."""
         header = self._read_exactly(HEADER, deadline)
-        if not header.startswith(MAGIC) or not header[len(MAGIC) : -1].isdigit():
-            raise SessionError(f"unexpected output from the interpreter: {header[:80]!r}")
-        length = int(header[len(MAGIC) : -1])
-        if length > 64 * 1024 * 1024:
-            raise SessionError("the interpreter sent an oversized message")
+        digits = header[len(MAGIC) : -1]
+        if not header.startswith(MAGIC) or not digits.isdigit() or not header.endswith(b"\n"):
+            raise ProtocolError(f"output that is not a session message: {header[:40]!r}")
+        length = int(digits)
+        if length > max_bytes:
+            raise ProtocolError(f"a message of {length} bytes, over the limit of {max_bytes}")
+        body = self._read_exactly(length, deadline)
         try:
-            message = json.loads(self._read_exactly(length, deadline))
-        except ValueError as exc:
-            raise SessionError(f"the interpreter sent a malformed message: {exc}") from None
+            message = json.loads(body)
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
+            raise ProtocolError(f"a message that is not valid JSON ({type(exc).__name__})") from None
         if not isinstance(message, dict):
-            raise SessionError("the interpreter sent a malformed message")
+            raise ProtocolError(f"a message that is a JSON {type(message).__name__}, not an object")
         return message
+
+    @staticmethod
+    def _check_reply(message: dict[str, Any], cell: int) -> tuple[str, str | None, bool]:
+        """The reply's output, error and truncation flag, or :class:`ProtocolError` if it is not the driver's
+        answer to ``cell``."""
+        if set(message) != {"cell", "output", "error", "truncated"}:
+            raise ProtocolError(f"a reply with the fields {sorted(map(str, message))[:8]}")
+        if type(message["cell"]) is not int or message["cell"] != cell:
+            raise ProtocolError(f"a reply to another cell ({str(message['cell'])[:20]}, not {cell})")
+        output, error, truncated = message["output"], message["error"], message["truncated"]
+        if not isinstance(output, str) or not (error is None or isinstance(error, str)):
+            raise ProtocolError("a reply whose output or error is not text")
+        if not isinstance(truncated, bool):
+            raise ProtocolError("a reply whose 'truncated' is not true or false")
+        return output, error, truncated
+
+    def _stray_output(self) -> bool:
+        """Whether the interpreter wrote on its channel since the last reply (or closed it): a cell's leftover
+        (a thread, a child process) broke the protocol, and the interpreter must be replaced."""
+        assert self._process is not None
+        return wait_readable(self._process.stdout.fileno(), 0)
 
     # -- cells -------------------------------------------------------------------------------------------
     def run_cell(self, code: str, timeout_s: float | None = None) -> CellResult:
-        """Run ``code`` in the session's namespace; see :class:`CellResult` for what comes back."""
+        """Run ``code`` in the session's namespace; see :class:`CellResult` for what comes back.
+
+        Whatever the code does, this returns within about ``timeout_s`` (plus the time to start an
+        interpreter when one is needed) with a result; it raises :class:`SessionError` only if no interpreter
+        can be started or the session is closed.
+        """
         timeout = self.cell_timeout_s if timeout_s is None else float(timeout_s)
         if not isinstance(code, str):
             raise TypeError(f"a cell is a str of Python code, got {type(code).__name__}")
@@ -312,30 +408,52 @@ class PythonSession:
                 raise SessionError("the session is closed")
             restarted, self._lost_state = self._lost_state, False
             start = time.monotonic()
-            if self._process is None or not self._process.alive():
-                if self._process is not None:
-                    restarted = True
-                    self._kill()
+            if self._process is not None and (not self._process.alive() or self._stray_output()):
+                restarted = True
+                self._kill()
+            if self._process is None:
                 self._start()
             self.cells += 1
             try:
-                self._send({"code": code, "max_output": self.limits.max_output_bytes})
-                reply = self._receive(time.monotonic() + timeout)
-            except TimeoutError:
-                return self._lose(CellResult("", timed_out=True, restarted=True), start)
-            except (SessionError, OSError):
-                oom = self.sandbox._killed_for_memory(self._process) if self._process else False
-                result = CellResult("", crashed=True, restarted=True)
-                if oom:
-                    result.error = "MemoryError: the interpreter ran out of memory and was killed"
-                return self._lose(result, start)
-            return CellResult(
-                output=str(reply.get("output", "")),
-                error=reply.get("error"),
-                truncated=bool(reply.get("truncated")),
-                restarted=restarted,
-                duration_s=time.monotonic() - start,
+                return self._exchange(code, timeout, restarted, start)
+            finally:
+                if self._closed:  # closed from another thread while the cell ran
+                    self._kill()
+
+    def _exchange(self, code: str, timeout: float, restarted: bool, start: float) -> CellResult:
+        """Send one cell and read its reply; every failure of the interpreter's side is the cell's result."""
+        deadline = time.monotonic() + timeout
+        request = {"code": code, "cell": self.cells, "max_output": self.limits.max_output_bytes}
+        request["max_error"] = self._max_error
+        try:
+            self._send(request, deadline)
+        except TimeoutError:
+            why = "the interpreter stopped reading cells (an earlier cell replaced or blocked its input)"
+            return self._lose(
+                CellResult("", error=f"SessionError: {why}", crashed=True, restarted=True), start
             )
+        except OSError:
+            return self._lose(CellResult("", crashed=True, restarted=True), start)
+        try:
+            output, error, truncated = self._check_reply(self._receive(deadline, self._max_reply), self.cells)
+        except TimeoutError:
+            return self._lose(CellResult("", timed_out=True, restarted=True), start)
+        except ProtocolError as exc:
+            why = f"SessionError: the cell broke the session's protocol: the interpreter sent {exc}"
+            return self._lose(CellResult("", error=why, crashed=True, restarted=True), start)
+        except (SessionError, OSError):
+            oom = self.sandbox._killed_for_memory(self._process) if self._process else False
+            result = CellResult("", crashed=True, restarted=True)
+            if oom:
+                result.error = "MemoryError: the interpreter ran out of memory and was killed"
+            return self._lose(result, start)
+        return CellResult(
+            output=output,
+            error=error,
+            truncated=truncated,
+            restarted=restarted,
+            duration_s=time.monotonic() - start,
+        )
 
     def _lose(self, result: CellResult, start: float) -> CellResult:
         """The interpreter is gone: kill what is left, so the next cell starts a fresh one."""
