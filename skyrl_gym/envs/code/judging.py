@@ -1,4 +1,5 @@
-"""What both judges share: the error for a sandbox that cannot run them, and reading a harness's report."""
+"""What both judges share: the error for a sandbox that cannot run them, and reading a harness's report (only
+its own lines, which carry a token the program under test never sees)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,21 @@ class JudgeUnavailable(RuntimeError):
     environment raises it (the episode ends in error) instead of scoring a wrong answer."""
 
 
-def read_report(stdout: str) -> list[dict[str, Any]]:
-    """The JSON objects a harness wrote, one per line; lines that are not JSON objects are skipped."""
+def read_report(stdout: str, token: str) -> list[dict[str, Any]]:
+    """The JSON objects a harness wrote, one per line, that carry ``token``.
+
+    The harness got the token over its stdin and hid its memory, so the program under test cannot know it:
+    lines without it (a printed imitation of a report, a line written to the host's pipe through ``/proc``) are
+    skipped, as are lines that are not JSON objects.
+    """
     messages = []
     for line in stdout.splitlines():
+        if token not in line:
+            continue
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        if isinstance(message, dict):
+        if isinstance(message, dict) and message.get("token") == token:
             messages.append(message)
     return messages

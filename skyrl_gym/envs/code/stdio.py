@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,12 +52,14 @@ STDERR_TAIL = 2000
 HARNESS = r"""
 import ctypes, json, os, selectors, signal, subprocess, sys, time
 
-def dumpable(flag):
-    # PR_SET_DUMPABLE: a non-dumpable process's memory and file descriptors are closed to its children
+def hide_memory():
+    # PR_SET_DUMPABLE 0: no process of the same user (the program) may ptrace us or open our /proc files
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(4, flag, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)
+        return libc.prctl(3, 0, 0, 0, 0) == 0
     except Exception:
-        pass
+        return False
 
 def run_one(data, time_limit, cap):
     start = time.monotonic()
@@ -138,16 +141,23 @@ def run_one(data, time_limit, cap):
     }
 
 def main():
-    report = sys.stdout
+    hidden = hide_memory()
     payload = json.loads(sys.stdin.buffer.read())
-    dumpable(0)
-    report.write(json.dumps({"ready": True}) + "\n")
-    report.flush()
+    token = payload["token"]
+
+    def report(message):
+        message["token"] = token
+        sys.stdout.write(json.dumps(message, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+
+    if not hidden:
+        report({"judge_error": "the judge could not make itself non-dumpable (prctl)"})
+        return
+    report({"ready": True})
     for index, (data, limit) in enumerate(zip(payload["inputs"], payload["time_limits"])):
         result = run_one(data.encode("utf-8", "surrogatepass"), limit, payload["output_cap"])
         result["index"] = index
-        report.write(json.dumps(result, ensure_ascii=False) + "\n")
-        report.flush()
+        report(result)
         if result["timed_out"] or result["exit"] != 0:
             break
 
@@ -276,8 +286,14 @@ def judge_stdio(
     longest = max(len(t.output.encode("utf-8", "surrogatepass")) for t in tests)
     # one cap for every test, so that it tells the program nothing about any single expected output
     cap = max(MIN_OUTPUT_CAP, 2 * longest + 1024)
+    token = secrets.token_hex(16)
     payload = json.dumps(
-        {"inputs": [t.input for t in tests], "time_limits": [time_limit_s] * len(tests), "output_cap": cap}
+        {
+            "token": token,
+            "inputs": [t.input for t in tests],
+            "time_limits": [time_limit_s] * len(tests),
+            "output_cap": cap,
+        }
     )
     limits = Limits(
         timeout_s=time_limit_s * len(tests) + 5.0,
@@ -291,11 +307,11 @@ def judge_stdio(
         stdin=payload,
         limits=limits,
     )
-    results, ready = _read_results(run.stdout)
-    if run.exit_code is None or not ready:
+    results, ready, failure = _read_results(run.stdout, token)
+    if run.exit_code is None or failure is not None or not ready:
         raise JudgeUnavailable(
             f"the {run.backend or sandbox.name} sandbox could not run the judge ({run.explain()}): "
-            f"{run.stderr.strip()[-500:]}"
+            f"{failure or run.stderr.strip()[-500:]}"
         )
     outcomes: list[TestOutcome] = []
     for index, test in enumerate(tests):
@@ -314,11 +330,16 @@ def judge_stdio(
     return StdioJudgement(outcomes, run)
 
 
-def _read_results(stdout: str) -> tuple[dict[int, dict[str, Any]], bool]:
-    """The harness's result per test index, and whether it got as far as saying it was ready."""
-    messages = read_report(stdout)
-    results = {m["index"]: m for m in messages if isinstance(m.get("index"), int)}
-    return results, any(m.get("ready") is True for m in messages)
+def _read_results(stdout: str, token: str) -> tuple[dict[int, dict[str, Any]], bool, str | None]:
+    """The harness's result per test index (its first line for each: only its lines carry the token), whether
+    it got as far as saying it was ready, and the harness's own failure, if any."""
+    messages = read_report(stdout, token)
+    results: dict[int, dict[str, Any]] = {}
+    for message in messages:
+        if type(message.get("index")) is int:
+            results.setdefault(message["index"], message)
+    failure = next((m["judge_error"] for m in messages if isinstance(m.get("judge_error"), str)), None)
+    return results, any(m.get("ready") is True for m in messages), failure
 
 
 def _outcome(result: dict[str, Any], test: StdioTest, float_tol: float | None, oom: bool) -> TestOutcome:

@@ -140,6 +140,26 @@ class PythonEnv(BaseTextEnv):
     the ``parsed_answer``, its ``score`` and whether it is ``correct``.
     """
 
+    hostile_actions = tuple(
+        f"```python\n{code}\n```"
+        for code in (
+            "import os\nos._exit(3)",  # the interpreter dies
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+            "import os\nos.closerange(0, 256)",  # no channel left to the host
+            # the driver's module is the cell's __main__: write on its channel as the driver would
+            "import os, sys\nm = sys.modules['__main__']\nos.write(m.PROTOCOL, b'not a frame at all')",
+            "import os, sys\nm = sys.modules['__main__']\nbody = b'[' * 200000\n"
+            "os.write(m.PROTOCOL, b'SKYRL%010d\\n' % len(body) + body)",  # JSON nested 200,000 deep
+            "import os, sys\nm = sys.modules['__main__']\nos.write(m.PROTOCOL, b'SKYRL9999999999\\n')",
+            "import sys\nm = sys.modules['__main__']\n"
+            "m.send({'cell': m.request['cell'], 'output': 5, 'error': ['x'], 'truncated': 'no'})",
+            "import sys\nm = sys.modules['__main__']\nm.receive = lambda: {'code': '', 'cell': 0}",  # no reader
+            "x = bytearray(8 * 1024 ** 3)",  # past the memory limit
+        )
+    )
+    """Code a model might write that breaks the interpreter or the session's protocol from inside; each must end
+    as the model's failure (an observation saying the interpreter was restarted), never as an environment
+    error."""
     protocol_tags = ("python",)
     stop_strings = ("</python>", "```output")
     """Where a turn's generation should stop: after a tagged block, or where a model trained on ToRL-style
