@@ -1,9 +1,10 @@
 """The text-to-SQL prompt: the protocol in a system message, the database and the question in a user message.
 
-:data:`SYSTEM_PROMPT` describes the protocol exactly as :class:`~skyrl_gym.envs.sql.env.Text2SQLEnv` and
-:func:`~skyrl_gym.envs.sql.scoring.extract_solution` understand it. :func:`build_prompt` writes the user
-message from a real database (its schema as ``CREATE TABLE`` statements, a few rows of every table) and the
-question; :func:`build_row` makes one dataset row in SkyRL's format around it.
+:data:`SYSTEM_PROMPT` describes the protocol as :class:`~skyrl_gym.envs.sql.env.Text2SQLEnv` plays it under
+either of its protocols (every turn starts with ``<think>``, as SkyRL's format rule asks).
+:func:`build_prompt` writes the user message from a real database (its schema as ``CREATE TABLE``
+statements, a few rows of every table) and the question; :func:`build_row` makes one dataset row in SkyRL's
+format around it.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ SYSTEM_PROMPT = """\
 You are a data analyst. You answer a question about a database by writing one SQL query, and you may \
 run queries against the real database first to check your work.
 
-Work in turns. In each turn, reason step by step inside <think>...</think>, then do exactly one of these:
+Work in turns. Begin every turn by reasoning step by step inside <think>...</think>, then do exactly one of \
+these:
 - Run a query: write one SQL query inside <sql>...</sql>. The database runs it and replies with the result \
-rows, or the error message, inside <observation>...</observation>, followed by the number of turns you have \
-left. Use this to look at the data and to test your query.
+rows, or the error message, inside <observation>...</observation>, with a reminder of the number of turns \
+you have left. Use this to look at the data and to test your query.
 - Answer: write your final SQL query inside <solution>...</solution>. This ends the task. Answer before your \
 turns run out: a task that ends without a solution counts as a failure.
 
@@ -54,9 +56,10 @@ Rules:
 use only the tables and columns of its schema.
 - Only read-only queries run (SELECT or WITH, one statement at a time). Statements that change or create \
 anything, PRAGMA, ATTACH and functions that read files are refused.
+- Start every turn with <think>, also the turn after an observation.
 - Use <solution> only once, for your final query, with nothing but SQL inside it.
 - Your answer is right when its query returns the same rows as the reference query: select exactly the \
-columns the question asks for, and sort only when the question asks for an order.
+columns the question asks for, in the order it names them, and sort only when the question asks for an order.
 
 A turn that runs a query looks like this:
 <think>I should check which values the status column holds.</think>
@@ -163,7 +166,8 @@ def build_row(
 
 
 COMPACT_SYSTEM_PROMPT = """\
-Answer the question about the database with one SQL query. Think briefly inside <think>...</think>. \
+Answer the question about the database with one SQL query. Start every turn with a brief thought \
+inside <think>...</think>. \
 To check something you may run a query inside <sql>...</sql> and read the result in \
 <observation>...</observation>. Give the final query inside <solution>...</solution>."""
 """A short system message for small models and short contexts (same protocol as :data:`SYSTEM_PROMPT`)."""
