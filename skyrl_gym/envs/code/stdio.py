@@ -4,8 +4,10 @@ One sandbox run judges a program on all its tests: a small harness (:data:`HARNE
 starts the program once per test with that test's input on stdin, under that test's own time limit, and
 writes back what the program printed. The harness gets the inputs over its stdin, never as a file, and makes
 itself non-dumpable, so the program cannot read the other tests' inputs; expected outputs never enter the
-sandbox at all: the comparison happens here, outside. After a test that crashes or runs out of time the harness
-stops, since the verdict is already a failure.
+sandbox at all: the comparison happens here, outside. Each line of the harness's report carries a token it got
+with the inputs; lines without it (a program writing imitations to the host's pipe through ``/proc/1/fd/1``)
+are ignored, and only the first line for each test counts. After a test that crashes or runs out of time the
+harness stops, since the verdict is already a failure.
 
 Outputs are compared after normalising: ``\\r\\n`` is read as ``\\n``, trailing whitespace is dropped from every
 line and blank lines at the end are ignored. With a float tolerance, lines that differ are compared token by
