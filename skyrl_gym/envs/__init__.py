@@ -32,7 +32,8 @@ register(
 register(
     id="text2sql",
     entry_point="skyrl_gym.envs.sql.env:Text2SQLEnv",
-    budget={"step_timeout_s": 30.0, "max_observation_chars": 8192},
+    # SkyRL shows results of up to 9000 characters whole; the observation around one is about 9100.
+    budget={"step_timeout_s": 30.0, "max_observation_chars": 10240},
     description="multi-turn text-to-SQL on a DuckDB or SQLite database (SkyRL-SQL's <sql>/<solution> protocol)",
 )
 register(

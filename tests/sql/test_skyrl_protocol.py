@@ -274,6 +274,25 @@ def test_a_long_result_is_cut_to_max_rows_as_skyrl_cuts_it(tmp_path):
     assert out["metadata"]["rows"] == 5000
 
 
+def test_the_registered_budget_lets_skyrls_longest_results_through(tmp_path):
+    path = tmp_path / "wide.sqlite"
+    rows = [("x" * 2999,), ("y" * 2999,), ("z" * 2999,)]
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (s TEXT)")
+        db.executemany("INSERT INTO t VALUES (?)", rows)
+    env = skyrl_gym.make(
+        "text2sql", extras={"reward_spec": {"ground_truth": "SELECT 1"}, "db_path": str(path)}
+    )
+    env.init([{"role": "user", "content": "?"}])
+    whole = env.step("<sql>SELECT s FROM t WHERE rowid <= 2</sql>")["observations"][0]["content"]
+    table = render_table(rows[:2])
+    assert len(table) == 8999 and whole == observation(table, 4)  # 9094 characters, uncut by the budget
+    cut = env.step("<sql>SELECT s FROM t</sql>")["observations"][0]["content"]
+    prefix = "Truncated to 50 lines since returned response too long: "
+    assert cut == observation(prefix + render_table(rows)[:9000] + "\n[... 2999 characters cut]", 3)
+    env.close()
+
+
 def test_max_rows_and_max_chars_set_where_skyrl_cuts(shop_files):
     env = episode(shop_files["duckdb"], config={"max_rows": 2, "max_chars": 30})
     content = env.step("<sql>SELECT id FROM orders ORDER BY id</sql>")["observations"][0]["content"]
