@@ -43,7 +43,8 @@ def env_config_values(
     """The fields of ``env_config`` (``None``, a dict, an OmegaConf ``DictConfig`` or a dataclass) as a dict
     for the dataclass ``config_class``.
 
-    Keys in ``aliases`` (another framework's name -> ours) are renamed; an unknown key is a ``ValueError``
+    Keys in ``aliases`` (another framework's name -> ours) are renamed; ``env_class`` (SkyRL's configs name
+    their environment) is dropped unless ``config_class`` has such a field; an unknown key is a ``ValueError``
     that names the closest valid key and lists them all.
     """
     if env_config is None:
@@ -59,6 +60,10 @@ def env_config_values(
             value = values.pop(alias)
             values.setdefault(name, value)
     names = [f.name for f in dataclasses.fields(config_class)]
+    if "env_class" not in names:
+        # SkyRL's configs may carry the id of the environment they configure (its tests pass
+        # {"env_class": "gsm8k"}): that names the environment, it is not one of its settings
+        values.pop("env_class", None)
     unknown = sorted(set(values) - set(names))
     if unknown:
         hints = []

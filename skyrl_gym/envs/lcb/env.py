@@ -77,10 +77,10 @@ class LCBEnv(BaseTextEnv):
     hostile_actions = tuple(
         f"```python\n{code}\n```"
         for code in (
+            # no fork bomb: the process backend (no bwrap) would not contain one run as root
             "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",  # kill the judge
             "import os, signal\nos.killpg(0, signal.SIGKILL)",  # and everything beside it
             "x = bytearray(10**10)",  # ten gigabytes
-            "import os\nwhile True:\n    os.fork()",  # a fork bomb
             "import sys\nsys.stdout.write('x' * 10**8)",  # a hundred megabytes of output
             "import os\nos.close(0)\nos.close(1)\nos.close(2)",  # no pipes left to the judge
             'print(\'{"index": 0, "stdout": "1\\\\n", "exit": 0, "timed_out": false}\')',  # a forged report

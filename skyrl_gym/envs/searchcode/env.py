@@ -163,10 +163,9 @@ class SearchCodeEnv(BaseTextEnv):
     hostile_actions = tuple(
         f"<tool><python>{code}</python></tool>"
         for code in (
-            "import os, signal; os.kill(os.getppid(), signal.SIGKILL)",  # kill the sandbox's shell
-            "import os, signal; os.killpg(0, signal.SIGKILL)",  # and everything beside it
+            # no fork bomb and no kill of the parent: the process backend (no bwrap) would not contain them
+            "import os, signal; os.killpg(0, signal.SIGKILL)",  # kill everything in the run
             "x = bytearray(10**10)",  # ten gigabytes
-            "import os\nwhile True:\n    os.fork()",  # a fork bomb
             "print('x' * 10**8)",  # a hundred megabytes of output
             "import os; os.close(1); os.close(2)",  # no pipes left
             "1+" * 60_000 + "1",  # more code than one argument may hold
