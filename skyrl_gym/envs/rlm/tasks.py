@@ -1,6 +1,6 @@
 """The bundled long-context tasks of the ``rlm`` environment: questions over a generated vault logbook.
 
-Each task is a logbook of a few hundred lines (about 50,000-90,000 characters) that a model cannot read in one
+Each task is a logbook of about a thousand lines (60,000-100,000 characters) that a model cannot read in one
 look and is meant to search with code in the REPL: vaults sealed by inspectors with a code, inspections of
 vaults that quote stale codes (distractors), routine entries, and a directory saying where each inspector is
 stationed. Questions come in three kinds:
@@ -79,7 +79,7 @@ def make_task(seed: int, kind: str | None = None, *, max_turns: int = DEFAULT_MA
         entries.append(
             f"inspector {rng.choice(inspectors)} inspected vault {vault}; old code {stale} is void."
         )
-    for _ in range(rng.randint(350, 550)):
+    for _ in range(rng.randint(750, 1150)):
         template = rng.choice(_ROUTINE)
         entries.append(template.format(n=rng.randint(1, 60), m=rng.randint(2, 95)))
     rng.shuffle(entries)
