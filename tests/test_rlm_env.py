@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import skyrl_gym
 from skyrl_gym.envs.registration import deregister, register, registry
-from skyrl_gym.envs.rlm import BaseRLMEnv, PersistentREPL, RLMEnv, RLMEnvConfig
+from skyrl_gym.envs.rlm import BaseRLMEnv, PersistentREPL, RLMEnv, RLMEnvConfig, RLMSandboxError
 from skyrl_gym.envs.rlm.env import answers_match, normalise_answer
 from skyrl_gym.envs.rlm.parsing import (
     MAX_RESULT_CHARS,
@@ -798,6 +798,44 @@ def test_the_row_sets_the_cell_timeout_and_the_config_the_builtins():
         and "Timeout after 1 seconds" in content["observations"][0]["content"]
     )
     env.close()
+
+
+def test_a_step_past_its_budget_is_abandoned_and_its_sandbox_killed():
+    extras = {
+        "reward_spec": {"ground_truth": "x"},
+        "repl_timeout": 600,
+        "extra_info": {"context_text": "abc"},
+    }
+    env = skyrl_gym.make("rlm", extras=extras, budget={"step_timeout_s": 1})
+    env.init(PROMPT)
+    output = env.step(fenced("while True:\n    pass"))
+    assert output["done"] and output["metadata"]["truncated_by"] == "step_timeout"
+    process = env.repl._process
+    assert process is None or not process.alive()  # abandon() ended it before the step returned
+    env.close()
+
+
+class BrokenSandboxRLMEnv(RLMEnv):
+    """An RLM environment whose sandbox cannot start Python."""
+
+    def _make_repl(self) -> PersistentREPL:
+        from skyrl_gym.runtime.process import ProcessSandbox
+
+        return PersistentREPL(sandbox=ProcessSandbox(python="/nonexistent/python3"))
+
+
+def test_a_sandbox_that_cannot_start_is_the_environments_error_not_the_models():
+    with pytest.raises(RLMSandboxError, match="could not start in the process sandbox"):
+        PersistentREPL(sandbox="process", memory_mb=1).execute("print(1)")
+    register(id="_test_rlm_broken", entry_point=BrokenSandboxRLMEnv)
+    try:
+        env = skyrl_gym.make("_test_rlm_broken")
+        env.reset(seed=0)
+        output = env.step(fenced("print(1)"))
+        assert output["metadata"]["end"] == "error" and "RLMSandboxError" in output["metadata"]["error"]
+        env.close()
+    finally:
+        deregister("_test_rlm_broken")
 
 
 def test_the_rlm_environment_conforms():
