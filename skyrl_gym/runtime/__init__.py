@@ -59,6 +59,18 @@ _BACKENDS: dict[str, tuple[int, Callable[..., Sandbox], Callable[[], tuple[bool,
 }
 
 
+def _docker_factory(**options: Any) -> Sandbox:
+    from skyrl_gym.runtime.docker import DockerSandbox
+
+    return DockerSandbox(**options)
+
+
+def _docker_check() -> tuple[bool, str]:
+    from skyrl_gym.runtime.docker import docker_available
+
+    return docker_available()
+
+
 def register_backend(
     name: str,
     factory: Callable[..., Sandbox],
@@ -69,6 +81,11 @@ def register_backend(
     """Add a sandbox backend: ``factory(**options)`` builds it, ``check()`` says whether it works here (and why
     not), ``strength`` orders backends for ``make_sandbox("auto")`` (bwrap is 20, process 0)."""
     _BACKENDS[name] = (strength, factory, check)
+
+
+# Docker is chosen by name only (make_sandbox("docker", image=...)): "auto" would otherwise move the Python and
+# code environments into containers whenever an engine happens to run, where they need an image built first.
+register_backend("docker", _docker_factory, strength=-10, check=_docker_check)
 
 
 def available_backends() -> list[str]:
