@@ -36,7 +36,7 @@ from skyrl_gym.envs.rlm.prompts import (
 )
 from skyrl_gym.envs.rlm.tasks import KINDS, make_task
 from skyrl_gym.testing import check_env, play_episode
-from skyrl_gym.testing.strategies import adversarial_actions, episodes
+from skyrl_gym.testing.strategies import adversarial_actions, episodes, json_values
 
 LM_NAMES = ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched")
 
@@ -360,6 +360,44 @@ def test_hostile_code_is_the_cells_own_failure(repls, action):
     assert "/work/main" not in first.stderr + second.stderr
     growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - growth_before) / 1024
     assert growth_mb < 64
+
+
+FRAME_KEYS = ["op", "seq", "id", "fn", "args", "kwargs", "stdout", "stderr", "error", "final", "timed_out"]
+
+
+@st.composite
+def forged_frames(draw) -> dict:
+    """Frames the code could write on the REPL's channel: any fields, of any JSON type, often nearly right."""
+    frame = draw(st.dictionaries(st.sampled_from([*FRAME_KEYS, "variables"]), json_values(), max_size=8))
+    if draw(st.booleans()):
+        frame["op"] = draw(st.sampled_from(["call", "done", "reply", "ok", "ready"]))
+    if draw(st.booleans()):
+        frame["seq"] = "current"
+    if frame.get("op") == "call" and draw(st.booleans()):
+        frame["fn"] = draw(st.sampled_from(["llm_query", "rlm_query_batched", "tool", "open"]))
+    return frame
+
+
+@settings(max_examples=25, deadline=None)
+@given(forged_frames())
+def test_any_forged_frame_is_the_cells_own_failure(frame):
+    repl = PersistentREPL(lm_callback=Recorder(), custom_tools={"tool": lambda *a, **k: [a, k]})
+    try:
+        code = (
+            f"m = {frame!r}\n"
+            "if m.get('seq') == 'current':\n    m['seq'] = FINAL_VAR.__self__.seq\n"
+            "FINAL_VAR.__self__.channel.send(m)"
+        )
+        repl.execute(code)  # must not raise, whatever the frame says
+        after = repl.execute("print(llm_query('alive'))")
+        if (
+            after.stdout != "echo:alive\n"
+        ):  # the forged frame put the channel out of step: this cell found out
+            assert after.crashed
+            after = repl.execute("print(llm_query('alive'))")
+        assert after.stdout == "echo:alive\n"
+    finally:
+        repl.cleanup()
 
 
 def test_running_out_of_memory_is_named(repls):

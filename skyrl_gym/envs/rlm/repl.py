@@ -212,6 +212,7 @@ class PersistentREPL:
         self._process: Any = None
         self._lock = threading.Lock()
         self._owner: int | None = None
+        self._spend_lock = threading.Lock()
         self._closed = False
         self._seq = 0
         self._lost_state = False
@@ -590,8 +591,10 @@ class PersistentREPL:
         call_id, name, args, kwargs = frame.get("id"), frame.get("fn"), frame.get("args"), frame.get("kwargs")
         if type(call_id) is not int or not isinstance(args, list) or not isinstance(kwargs, dict):
             raise _ProtocolBroken("a malformed call")
-        target = self.globals.get(name) if name in LM_FUNCTIONS else self._tools.get(name)
-        if not isinstance(name, str) or target is None:
+        target = None
+        if isinstance(name, str):
+            target = self.globals.get(name) if name in LM_FUNCTIONS else self._tools.get(name)
+        if target is None:
             raise _ProtocolBroken(f"a call of an unknown function {str(name)[:40]!r}")
         try:
             value = target(*args, **kwargs)
@@ -604,11 +607,12 @@ class PersistentREPL:
 
     # -- the LM functions (host side) ----------------------------------------------------------------
     def _spend(self, prompts: int) -> None:
-        if self.max_lm_calls is not None and self.lm_calls + prompts > self.max_lm_calls:
-            raise RuntimeError(
-                f"the REPL's budget of {self.max_lm_calls} LM queries is used up ({self.lm_calls} sent)"
-            )
-        self.lm_calls += prompts
+        with self._spend_lock:  # children of rlm_query_batched spend from several threads
+            if self.max_lm_calls is not None and self.lm_calls + prompts > self.max_lm_calls:
+                raise RuntimeError(
+                    f"the REPL's budget of {self.max_lm_calls} LM queries is used up ({self.lm_calls} sent)"
+                )
+            self.lm_calls += prompts
 
     def _ask(self, prompts: list[Any]) -> list[str]:
         if self.lm_callback is None:
