@@ -29,7 +29,7 @@ import sys
 import traceback
 
 MAGIC = b"SKYRL"
-MAX_FRAME = 64 * 1024 * 1024
+MAX_FRAME = 1 << 30  # frames come from the host (a long context can be large); the cap only stops garbage
 MAX_VARIABLES = 1000
 MAX_NAME_CHARS = 200
 MAX_FINAL_CHARS = 1_000_000
@@ -64,6 +64,7 @@ class Channel:
         self.write_fd = write_fd
 
     def send(self, message):
+        """Write one frame."""
         data = json.dumps(message).encode("ascii")
         data = MAGIC + b"%010d\n" % len(data) + data
         view = memoryview(data)
@@ -71,6 +72,7 @@ class Channel:
             view = view[os.write(self.write_fd, view) :]
 
     def receive(self):
+        """Read one frame (exit quietly when the host is gone or out of step)."""
         header = self._read(16)
         if len(header) < 16 or header[:5] != MAGIC or not header[5:15].isdigit():
             os._exit(0)  # the host is gone or out of step: nothing sensible is left to do
@@ -92,6 +94,7 @@ class Channel:
 
 
 def unpack(data):
+    """A value the host packed (pickled, base64)."""
     return pickle.loads(base64.b64decode(data))
 
 
@@ -120,6 +123,7 @@ class Repl:
 
     # -- requests --------------------------------------------------------------------------------------
     def serve(self):
+        """Answer requests until the host goes away."""
         self.channel.send({"op": "ready", "python": sys.version.split()[0]})
         while True:
             request = self.channel.receive()
@@ -135,6 +139,7 @@ class Repl:
             # anything else (a late reply) is dropped
 
     def setup(self, request):
+        """Build the namespace: builtins, scaffold functions, tool proxies and the bound values."""
         if request.get("restricted", True):
             table = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
             table.update(dict.fromkeys(BLOCKED_BUILTIN_NAMES))
@@ -156,6 +161,7 @@ class Repl:
         self.bind(request.get("values", []))
 
     def bind(self, values):
+        """Bind ``[name, packed value]`` pairs in the namespace (``context`` is also kept aside to restore)."""
         for name, data in values:
             value = unpack(data)
             self.namespace[name] = value
@@ -172,11 +178,13 @@ class Repl:
 
     # -- a cell ----------------------------------------------------------------------------------------
     def on_alarm(self, signum, frame):
+        """SIGALRM: the cell's time is up."""
         if self.armed:
             self.armed = False  # one shot: the host's deadline deals with code that swallows it
             raise CellTimeout()
 
     def run(self, request):
+        """Run one cell with its stdout and stderr captured; the ``done`` frame to send back."""
         self.seq = request.get("seq", 0)
         self.final = None
         limit = int(request.get("max_output", 262144))
@@ -237,6 +245,7 @@ class Repl:
 
     @staticmethod
     def captured(fd, limit):
+        """The first ``limit`` bytes written to ``fd`` in this cell, and how many were written."""
         try:
             size = os.fstat(fd).st_size
             os.lseek(fd, 0, os.SEEK_SET)
@@ -257,6 +266,7 @@ class Repl:
         ]
 
     def variables(self):
+        """``[name, type name, shown]`` for the first variables (shown: SkyRL lists it as plain data)."""
         found = []
         for name in self.user_names()[:MAX_VARIABLES]:
             value = self.namespace.get(name)
@@ -311,6 +321,8 @@ class Repl:
         return self.call("rlm_query_batched", [prompts], {"model": model, "context_list": context_list})
 
     def tool_proxy(self, name):
+        """A function that runs the host's custom tool ``name``."""
+
         def tool(*args, **kwargs):
             return self.call(name, list(args), kwargs)
 
@@ -348,6 +360,7 @@ class Repl:
 
 
 def main():
+    """Move the channel off stdin/stdout, then serve."""
     read_fd = os.dup(0)
     write_fd = os.dup(1)
     signal.signal(
