@@ -3,6 +3,7 @@
     skyrl-train train sql_cpu trainer.epochs=2 generator.n_samples_per_prompt=4
     skyrl-train eval sql_cpu trainer.resume_mode=latest generator.eval_n_samples_per_prompt=8
     skyrl-train config sql_qwen7b_8gpu          # print the validated config
+    skyrl-train config sql_cpu --describe       # every key: type, default, this recipe's value, what it does
     skyrl-train recipes                         # list the shipped recipes
 
 The first argument after the command is a recipe name (``skyrl_train/recipes/<name>.yaml``) or a YAML path;
@@ -28,7 +29,7 @@ def _load(args: argparse.Namespace) -> Any:
     try:
         return load_config(args.recipe, args.overrides)
     except ConfigError as exc:
-        raise SystemExit(f"invalid config:\n{exc}") from None
+        raise SystemExit(str(exc)) from None
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -71,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("recipe", nargs="?", default="sql_cpu", help="recipe name or YAML path")
         p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
+        if name == "config":
+            p.add_argument(
+                "--describe", action="store_true", help="one line per key: value, type, default and docstring"
+            )
     sub.add_parser("recipes", help="list the shipped recipes")
     args = parser.parse_args(argv)
     if args.command == "recipes":
@@ -79,7 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(list_recipes()))
         return 0
     if args.command == "config":
-        print(_load(args).to_yaml(), end="")
+        cfg = _load(args)
+        if args.describe:
+            from skyrl_train.config import describe_config
+
+            print("\n".join(describe_config(cfg)))
+        else:
+            print(cfg.to_yaml(), end="")
         return 0
     return _train(args) if args.command == "train" else _eval(args)
 

@@ -13,13 +13,25 @@ a resumed run needs to continue at exactly the next batch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-__all__ = ["BatchIterator", "PromptDataset", "Task", "prompt_length", "read_rows", "row_to_env_args"]
+if TYPE_CHECKING:
+    from skyrl_train.config import DataConfig, TrainerConfig
+
+__all__ = [
+    "BatchIterator",
+    "Datasets",
+    "PromptDataset",
+    "Task",
+    "prompt_length",
+    "read_rows",
+    "row_to_env_args",
+]
 
 
 class Task(NamedTuple):
@@ -245,3 +257,25 @@ class BatchIterator:
                 f"{len(self.dataset)} (the data files or trainer.max_prompt_length changed)"
             )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+@dataclasses.dataclass
+class Datasets:
+    """A run's data: the training rows, the iterator that batches them, and the evaluation rows."""
+
+    train: PromptDataset
+    """Training rows, over-long prompts filtered out."""
+    iterator: BatchIterator
+    """Training batches over the epochs."""
+    val_rows: list[dict[str, Any]]
+    """Evaluation rows, in file order, unfiltered."""
+
+    @classmethod
+    def from_config(cls, data: DataConfig, trainer: TrainerConfig, tokenizer: Any) -> Datasets:
+        """Read ``data.train_data`` (filtered at ``trainer.max_prompt_length`` tokens) and ``data.val_data``,
+        and batch the training rows by ``trainer.train_batch_size`` for ``trainer.epochs``, shuffled with
+        ``trainer.seed`` when ``data.shuffle``."""
+        train = PromptDataset.from_files(data.train_data, tokenizer, trainer.max_prompt_length)
+        val_rows = [row for path in data.val_data for row in read_rows(path)]
+        iterator = BatchIterator(train, trainer.train_batch_size, trainer.epochs, trainer.seed, data.shuffle)
+        return cls(train=train, iterator=iterator, val_rows=val_rows)

@@ -40,9 +40,12 @@ _CONSOLE_PATTERNS = (
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """A plain, JSON-friendly dict of a config: a dataclass, a mapping, an OmegaConf object or None."""
+    """A plain, JSON-friendly dict of a config: a pydantic model, a dataclass, a mapping, an OmegaConf
+    object or None."""
     if config is None:
         return {}
+    if hasattr(config, "model_dump"):
+        return dict(config.model_dump(mode="json"))
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return dataclasses.asdict(config)
     if hasattr(config, "to_dict"):
@@ -127,6 +130,8 @@ class Tracker:
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config = config_to_dict(config)
+        self.project_name = project_name
+        self.run_name = run_name
         self.console_keys = list(console_keys) if console_keys is not None else None
         self._jsonl = None
         self._tensorboard = None
@@ -137,6 +142,21 @@ class Tracker:
             self._tensorboard = self._open_tensorboard(resume_step)
         if "wandb" in self.backends:
             self._wandb_run = self._open_wandb(project_name, run_name, resume_step)
+
+    @classmethod
+    def from_config(cls, config: Any, *, resume_step: int | None = None) -> Tracker:
+        """A tracker for a run's :class:`~skyrl_train.config.Config`: ``trainer.logger`` backends writing
+        into ``trainer.run_dir``, under ``trainer.project_name`` / ``trainer.run_name``, with the whole
+        config recorded."""
+        trainer = config.trainer
+        return cls(
+            trainer.logger,
+            trainer.run_dir,
+            config,
+            project_name=trainer.project_name,
+            run_name=trainer.run_name,
+            resume_step=resume_step,
+        )
 
     @property
     def metrics_path(self) -> Path | None:

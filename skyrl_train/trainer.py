@@ -30,22 +30,183 @@ from typing import Any
 import torch
 
 from skyrl_train import checkpoint as ckpt
-from skyrl_train.config import Config
-from skyrl_train.data import BatchIterator, PromptDataset, read_rows
-from skyrl_train.inference.base import SamplingParams
+from skyrl_train.config import Config, SamplingParams
+from skyrl_train.data import Datasets
 
-__all__ = ["Trainer", "evaluate_rows", "pass_at_k"]
+__all__ = [
+    "LoopPlan",
+    "Trainer",
+    "WorkerPlan",
+    "engine_shares_policy",
+    "eval_sampling",
+    "evaluate_rows",
+    "pass_at_k",
+    "plan_workers",
+    "resume_path",
+    "rollout_sampling",
+]
 
 
-def _sampling(params: Any, *, seed: int | None) -> SamplingParams:
-    return SamplingParams(
-        temperature=params.temperature,
-        top_p=params.top_p,
-        top_k=params.top_k,
-        max_tokens=params.max_generate_length,
-        stop=list(params.stop) if params.stop else None,
-        seed=seed,
+def rollout_sampling(config: Config, step: int) -> SamplingParams:
+    """The sampling parameters of training step ``step``: ``generator.sampling_params``, seeded with its
+    ``seed`` (or ``trainer.seed``) plus the step, so that every step samples differently and reproducibly."""
+    params = config.generator.sampling_params
+    base = config.trainer.seed if params.seed is None else params.seed
+    return params.model_copy(update={"seed": base + step})
+
+
+def eval_sampling(config: Config) -> SamplingParams:
+    """The sampling parameters of every evaluation: ``generator.eval_sampling_params``, seeded with its
+    ``seed`` (or ``trainer.seed``)."""
+    params = config.generator.eval_sampling_params
+    return params.model_copy(update={"seed": config.trainer.seed if params.seed is None else params.seed})
+
+
+@dataclasses.dataclass
+class WorkerPlan:
+    """How the trainer builds one training role: worker class, processes, model and constructor arguments."""
+
+    cls: type
+    """``PolicyWorker``, ``RefWorker`` or ``CriticWorker``."""
+    world_size: int
+    """Worker processes (1: in the trainer's process, unsharded)."""
+    model_path: str
+    """The model the worker loads."""
+    kwargs: dict[str, Any]
+    """The worker's ``config_kwargs`` for the run's config."""
+
+
+def plan_workers(config: Config) -> dict[str, WorkerPlan]:
+    """The training roles of a run (policy; the reference model when a KL term is on; the critic for
+    gae), each from its own section of ``trainer`` and its own ``trainer.placement`` sizes."""
+    from skyrl_train.workers.fsdp import CriticWorker, PolicyWorker, RefWorker
+
+    tr = config.trainer
+    # the training forward divides the logits by the sampling temperature, as the sampler did
+    temperature = config.generator.sampling_params.temperature or 1.0
+    plans = {
+        "policy": WorkerPlan(
+            PolicyWorker,
+            config.policy_world_size,
+            tr.policy.model.path,
+            PolicyWorker.config_kwargs(tr, temperature=temperature),
+        )
+    }
+    if tr.algorithm.needs_reference:
+        plans["ref"] = WorkerPlan(
+            RefWorker,
+            config.ref_world_size,
+            tr.ref.model.path or tr.policy.model.path,
+            RefWorker.config_kwargs(tr, temperature=temperature),
+        )
+    if tr.algorithm.needs_critic:
+        plans["critic"] = WorkerPlan(
+            CriticWorker, config.critic_world_size, tr.critic.model.path, CriticWorker.config_kwargs(tr)
+        )
+    return plans
+
+
+def engine_shares_policy(config: Config) -> bool:
+    """Whether the inference engine runs the policy's own model object (weight sync is then free): the hf
+    engine, one policy worker in this process, the policy's float32, and weights synced at all."""
+    gen = config.generator
+    return (
+        gen.backend == "hf"
+        and config.policy_world_size == 1
+        and gen.model_dtype == "float32"
+        and config.trainer.sync_weights
     )
+
+
+def resume_path(config: Config) -> Path | None:
+    """The checkpoint a run continues from (``trainer.resume_mode``): none, ``trainer.resume_path``, or the
+    latest complete one under ``trainer.run_dir``."""
+    tr = config.trainer
+    if tr.resume_mode == "none":
+        return None
+    if tr.resume_mode == "from_path":
+        return Path(tr.resume_path)
+    return ckpt.find_latest(tr.run_dir)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopPlan:
+    """What the training loop does when, from the ``trainer`` and ``generator`` sections."""
+
+    total_steps: int
+    """RL steps of the run: the batches over all epochs, capped by ``trainer.max_steps``."""
+    n_samples: int
+    """Trajectories per training prompt."""
+    policy_mini_batch: int
+    """Sequences per policy optimizer step."""
+    critic_mini_batch: int
+    """Sequences per critic optimizer step."""
+    update_epochs: int
+    """Passes of updates over each batch."""
+    updates_per_step: int
+    """Optimizer steps per training step: mini-batches per batch times ``update_epochs``."""
+    eval_n_samples: int
+    """Samples per evaluation prompt."""
+    eval_batch_size: int
+    """Prompts per evaluation batch."""
+    eval_before_train: bool
+    """Evaluate before the first step of a fresh run."""
+    eval_interval: int
+    """Evaluate every this many steps (0: never during training)."""
+    ckpt_interval: int
+    """Checkpoint every this many steps (0: only at the end)."""
+    keep_checkpoints: int | None
+    """Checkpoints kept (None: all)."""
+    max_wall_time_s: float | None
+    """Time budget of the run."""
+    warmup_steps: int
+    """Supervised warm-up steps of a fresh run."""
+    warmup_batch_size: int
+    """Rows per warm-up step."""
+    warmup_lr: float
+    """Learning rate of the warm-up."""
+    warmup_check_fraction: float
+    """Share of warm-up trajectories that check their answer first."""
+    eval_after_warmup: bool
+    """Evaluate once after the warm-up."""
+
+    @classmethod
+    def from_config(cls, config: Config, batches: int) -> LoopPlan:
+        """The plan of a run whose data gives ``batches`` training batches over all its epochs."""
+        tr, gen, w = config.trainer, config.generator, config.trainer.sft_warmup
+        total = batches if tr.max_steps is None else min(batches, tr.max_steps)
+        return cls(
+            total_steps=total,
+            n_samples=gen.n_samples_per_prompt,
+            policy_mini_batch=tr.policy_mini_batch_size * gen.n_samples_per_prompt,
+            critic_mini_batch=tr.critic_mini_batch_size * gen.n_samples_per_prompt,
+            update_epochs=tr.update_epochs_per_batch,
+            updates_per_step=(tr.train_batch_size // tr.policy_mini_batch_size) * tr.update_epochs_per_batch,
+            eval_n_samples=gen.eval_n_samples_per_prompt,
+            eval_batch_size=tr.eval_batch_size,
+            eval_before_train=tr.eval_before_train,
+            eval_interval=tr.eval_interval,
+            ckpt_interval=tr.ckpt_interval,
+            keep_checkpoints=None if tr.max_ckpts_to_keep < 0 else tr.max_ckpts_to_keep,
+            max_wall_time_s=tr.max_wall_time_s,
+            warmup_steps=w.steps,
+            warmup_batch_size=w.batch_size,
+            warmup_lr=w.lr,
+            warmup_check_fraction=w.check_fraction,
+            eval_after_warmup=w.eval_after,
+        )
+
+    def evaluates_after(self, step: int) -> bool:
+        """Whether the loop evaluates after training step ``step`` (the final evaluation aside)."""
+        return bool(self.eval_interval) and step % self.eval_interval == 0 and step < self.total_steps
+
+    def checkpoints_after(self, step: int) -> bool:
+        """Whether the loop checkpoints after training step ``step`` (the final checkpoint aside)."""
+        return bool(self.ckpt_interval) and step % self.ckpt_interval == 0
+
+    def out_of_time(self, elapsed_s: float) -> bool:
+        """Whether the time budget is spent after ``elapsed_s`` seconds of the run."""
+        return self.max_wall_time_s is not None and elapsed_s >= self.max_wall_time_s
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -119,8 +280,8 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ setup
     def _build(self) -> None:
         from skyrl_train.generator import MultiTurnGenerator
-        from skyrl_train.inference.base import make_engine
-        from skyrl_train.models import load_model, load_tokenizer
+        from skyrl_train.inference.base import engine_class
+        from skyrl_train.models import load_tokenizer
         from skyrl_train.tracking import Tracker
 
         cfg, tr = self.cfg, self.cfg.trainer
@@ -128,104 +289,40 @@ class Trainer:
         policy_path = tr.policy.model.path
         self.tokenizer = load_tokenizer(policy_path)
         device = "cuda" if tr.placement.backend == "cuda" else "cpu"
-        world = (
-            cfg.policy_world_size if tr.placement.backend == "cuda" else tr.placement.policy_num_gpus_per_node
-        )
-        self.distributed = world > 1
 
-        self.train_set = PromptDataset.from_files(cfg.data.train_data, self.tokenizer, tr.max_prompt_length)
-        self.val_rows = [row for path in cfg.data.val_data for row in read_rows(path)]
-        self.iterator = BatchIterator(
-            self.train_set, tr.train_batch_size, tr.epochs, tr.seed, cfg.data.shuffle
-        )
-        total_steps = self.iterator.total_batches
-        if tr.max_steps is not None:
-            total_steps = min(total_steps, tr.max_steps)
-        self.total_steps = total_steps
-        updates_per_step = (tr.train_batch_size // tr.policy_mini_batch_size) * tr.update_epochs_per_batch
-        self._policy_updates = total_steps * updates_per_step
+        data = Datasets.from_config(cfg.data, tr, self.tokenizer)
+        self.train_set, self.val_rows, self.iterator = data.train, data.val_rows, data.iterator
+        self.loop = LoopPlan.from_config(cfg, self.iterator.total_batches)
+        self.total_steps = self.loop.total_steps
+        self._policy_updates = self.total_steps * self.loop.updates_per_step
         # One update per batch: the old log-probs are the current ones, computed in the training forward.
-        self._on_policy = updates_per_step == 1 and not tr.algorithm.use_kl_in_reward
+        self._on_policy = self.loop.updates_per_step == 1 and not tr.algorithm.use_kl_in_reward
         # Tracker steps: the warm-up's steps come first, then RL's (checkpoints count RL steps only).
-        self.log_offset = tr.sft_warmup.steps
+        self.log_offset = self.loop.warmup_steps
 
-        worker_kwargs = dict(
-            device=device,
-            bf16=tr.bf16,
-            micro_batch_size=tr.micro_train_batch_size_per_gpu,
-            forward_micro_batch_size=tr.micro_forward_batch_size_per_gpu,
-            # the training forward divides the logits by the sampling temperature, as the sampler did
-            temperature=cfg.generator.sampling_params.temperature or 1.0,
+        plans = plan_workers(cfg)
+        self.distributed = plans["policy"].world_size > 1
+        self.policy = self._worker(plans["policy"], total_steps=self._policy_updates)
+        self.ref = self._worker(plans["ref"]) if "ref" in plans else None
+        self.critic = (
+            self._worker(plans["critic"], total_steps=self._policy_updates) if "critic" in plans else None
+        )
+
+        # Sharing the policy's model object, the hf engine sees every update at once: weight sync is free.
+        self._shares_policy = engine_shares_policy(cfg)
+        self.engine = engine_class(cfg.generator.backend).from_config(
+            cfg.generator,
+            model_path=policy_path,
+            tokenizer=self.tokenizer,
+            model=self.policy.model if self._shares_policy else None,
             seed=tr.seed,
-            gradient_checkpointing=tr.gradient_checkpointing,
+            device=device,
         )
-        from skyrl_train.workers.fsdp import CriticWorker, PolicyWorker, RefWorker
-
-        self.policy = self._worker(
-            PolicyWorker,
-            world,
-            model_factory=functools.partial(load_model, policy_path),
-            optimizer_cfg=tr.policy.optimizer_config,
-            algorithm_cfg=tr.algorithm,
-            total_steps=total_steps * updates_per_step,
-            **worker_kwargs,
-        )
-        self.ref = None
-        if tr.algorithm.needs_reference:
-            ref_path = tr.ref.model.path or policy_path
-            self.ref = self._worker(
-                RefWorker, world, model_factory=functools.partial(load_model, ref_path), **worker_kwargs
-            )
-        self.critic = None
-        if tr.algorithm.needs_critic:
-            critic_path = tr.critic.model.path
-            self.critic = self._worker(
-                CriticWorker,
-                world,
-                model_factory=functools.partial(load_model, critic_path),
-                optimizer_cfg=tr.critic.optimizer_config,
-                algorithm_cfg=tr.algorithm,
-                total_steps=total_steps * updates_per_step,
-                **worker_kwargs,
-            )
-
-        gen = cfg.generator
-        if gen.backend == "hf":
-            # In process, the engine shares the policy's model object: weight sync is free.
-            shared = None if self.distributed else self.policy.model
-            self.engine = make_engine(
-                "hf",
-                model=shared,
-                model_path=policy_path,
-                tokenizer=self.tokenizer,
-                max_batch_size=gen.max_concurrent_trajectories,
-                seed=tr.seed,
-            )
-        elif gen.backend == "vllm":
-            self.engine = make_engine(
-                "vllm",
-                model_path=policy_path,
-                tensor_parallel_size=gen.inference_engine_tensor_parallel_size,
-                gpu_memory_utilization=gen.gpu_memory_utilization,
-                seed=tr.seed,
-            )
-        else:
-            self.engine = make_engine(
-                "remote",
-                model_path=policy_path,
-                base_url=gen.remote_inference_engine_urls[0],
-                tokenizer=self.tokenizer,
-            )
         self.generator = MultiTurnGenerator.from_config(self.engine, cfg)
 
-        resume = self._resume_path()
-        self.tracker = Tracker(
-            tr.logger,
-            self.run_dir,
-            cfg,
-            project_name=tr.project_name,
-            run_name=tr.run_name,
-            resume_step=self.log_offset + ckpt.checkpoint_step(resume) if resume is not None else None,
+        resume = resume_path(cfg)
+        self.tracker = Tracker.from_config(
+            cfg, resume_step=self.log_offset + ckpt.checkpoint_step(resume) if resume is not None else None
         )
         if resume is not None:
             state = ckpt.load_checkpoint(resume, self._workers())
@@ -236,13 +333,15 @@ class Trainer:
             self.tracker.log({"resumed_from_step": float(state.step)}, step=self.log_offset + state.step)
         cfg.to_yaml(self.run_dir / "config.yaml")
 
-    def _worker(self, cls: type, world: int, **kwargs: Any) -> Any:
-        if world <= 1:
-            return cls(**kwargs)
+    def _worker(self, plan: WorkerPlan, **extra: Any) -> Any:
+        from skyrl_train.models import load_model
+
+        kwargs = {**plan.kwargs, **extra, "model_factory": functools.partial(load_model, plan.model_path)}
+        if plan.world_size <= 1:
+            return plan.cls(**kwargs)
         from skyrl_train.workers.group import WorkerGroup
 
-        cuda = self.cfg.trainer.placement.backend == "cuda"
-        return WorkerGroup(cls, world, worker_kwargs=kwargs, device="cuda" if cuda else "cpu")
+        return WorkerGroup(plan.cls, plan.world_size, worker_kwargs=kwargs, device=kwargs["device"])
 
     def _workers(self) -> dict[str, Any]:
         workers = {"policy": self.policy}
@@ -250,22 +349,16 @@ class Trainer:
             workers["critic"] = self.critic
         return workers
 
-    def _resume_path(self) -> Path | None:
-        tr = self.cfg.trainer
-        if tr.resume_mode == "none":
-            return None
-        if tr.resume_mode == "from_path":
-            return Path(tr.resume_path)
-        return ckpt.find_latest(self.run_dir)
-
     # ----------------------------------------------------------------------------------------- steps
     def _sync_weights(self) -> float:
         start = time.perf_counter()
-        if self.distributed or self.cfg.generator.backend != "hf":
+        if not self.cfg.trainer.sync_weights:
+            return 0.0  # the engine keeps its own weights (evaluation, a rollout policy not trained)
+        if self._shares_policy:
+            asyncio.run(self.engine.update_weights(()))  # shared model: drops stale prefix caches
+        else:
             state = self.policy.full_state_dict()
             asyncio.run(self.engine.update_weights(state.items()))
-        else:
-            asyncio.run(self.engine.update_weights(()))  # shared model: drops stale prefix caches
         return time.perf_counter() - start
 
     def train_step(self, rows: list[dict]) -> dict[str, float]:
@@ -276,12 +369,10 @@ class Trainer:
         cfg, tr = self.cfg, self.cfg.trainer
         metrics: dict[str, float] = {}
         t0 = time.perf_counter()
-        params = _sampling(cfg.generator.sampling_params, seed=tr.seed + self.step)
+        params = rollout_sampling(cfg, self.step)
         group_offset = self.step * tr.train_batch_size
         out = asyncio.run(
-            self.generator.generate(
-                rows, cfg.generator.n_samples_per_prompt, params, group_offset=group_offset
-            )
+            self.generator.generate(rows, self.loop.n_samples, params, group_offset=group_offset)
         )
         metrics.update(out.metrics)
         t1 = time.perf_counter()
@@ -296,16 +387,10 @@ class Trainer:
         metrics.update(
             {f"advantage/{k}": v for k, v in compute_batch_advantages(batch, tr.algorithm).items()}
         )
-        samples = cfg.generator.n_samples_per_prompt
-        metrics.update(
-            self.policy.train_batch(batch, tr.policy_mini_batch_size * samples, tr.update_epochs_per_batch)
-        )
+        loop = self.loop
+        metrics.update(self.policy.train_batch(batch, loop.policy_mini_batch, loop.update_epochs))
         if self.critic is not None:
-            metrics.update(
-                self.critic.train_batch(
-                    batch, tr.critic_mini_batch_size * samples, tr.update_epochs_per_batch
-                )
-            )
+            metrics.update(self.critic.train_batch(batch, loop.critic_mini_batch, loop.update_epochs))
         t2 = time.perf_counter()
         sync_s = self._sync_weights()
         metrics.update(
@@ -322,15 +407,13 @@ class Trainer:
         """Evaluate on ``data.val_data`` with the evaluation sampling settings."""
         if not self.val_rows:
             return {}
-        gen = self.cfg.generator
-        params = _sampling(gen.eval_sampling_params, seed=self.cfg.trainer.seed)
         start = time.perf_counter()
         metrics = evaluate_rows(
             self.generator,
             self.val_rows,
-            params,
-            gen.eval_n_samples_per_prompt,
-            self.cfg.trainer.eval_batch_size,
+            eval_sampling(self.cfg),
+            self.loop.eval_n_samples,
+            self.loop.eval_batch_size,
         )
         metrics["time/eval_s"] = time.perf_counter() - start
         return metrics
@@ -340,26 +423,26 @@ class Trainer:
         from skyrl_train.generator import MultiTurnGenerator
         from skyrl_train.warmup import supervised_step
 
-        tr, w = self.cfg.trainer, self.cfg.trainer.sft_warmup
+        tr, loop = self.cfg.trainer, self.loop
         rows = list(self.train_set)
         random.Random(tr.seed).shuffle(rows)
         sampling = self.cfg.generator.sampling_params
         # gold answers are scripted, not sampled: no per-turn token cap beyond the generator's own budgets
         params = SamplingParams(temperature=0.0, max_tokens=4096, stop=sampling.stop)
         self.policy.reset_optimizer(
-            dataclasses.replace(tr.policy.optimizer_config, lr=w.lr, num_warmup_steps=0)
+            tr.policy.optimizer_config.model_copy(update={"lr": loop.warmup_lr, "num_warmup_steps": 0})
         )
         bar_start = time.perf_counter()
-        for i in range(w.steps):
-            start = (i * w.batch_size) % len(rows)
-            chunk = (rows + rows)[start : start + w.batch_size]
+        for i in range(loop.warmup_steps):
+            start = (i * loop.warmup_batch_size) % len(rows)
+            chunk = (rows + rows)[start : start + loop.warmup_batch_size]
             metrics = supervised_step(
                 self.policy,
                 lambda engine: MultiTurnGenerator.from_config(engine, self.cfg),
                 self.tokenizer,
                 chunk,
                 params,
-                check_fraction=w.check_fraction,
+                check_fraction=loop.warmup_check_fraction,
                 seed=tr.seed + i,
             )
             metrics["time/warmup_elapsed_s"] = time.perf_counter() - bar_start
@@ -372,18 +455,18 @@ class Trainer:
         """Train until the data, ``max_steps`` or ``max_wall_time_s`` runs out; return the run summary."""
         from skyrl_train.progress import ProgressBar
 
-        tr = self.cfg.trainer
+        tr, loop = self.cfg.trainer, self.loop
         started = time.perf_counter()
         evals: list[dict[str, Any]] = []
         fresh = self.step == 0
-        if tr.eval_before_train and fresh:
+        if loop.eval_before_train and fresh:
             before = self.evaluate()
             if before:
                 self.tracker.log(before, step=0)
                 evals.append({"stage": "before", "step": 0, **before})
-        if fresh and tr.sft_warmup.steps > 0:
+        if fresh and loop.warmup_steps > 0:
             self.warmup()
-            if tr.sft_warmup.eval_after:
+            if loop.eval_after_warmup:
                 result = self.evaluate()
                 if result:
                     self.tracker.log(result, step=self.log_offset)
@@ -398,16 +481,16 @@ class Trainer:
                 metrics = self.train_step(rows)
                 self.step += 1
                 metrics["train/epoch"] = float(self.iterator.state_dict().get("epoch", 0))
-                if tr.eval_interval and self.step % tr.eval_interval == 0 and self.step < self.total_steps:
+                if loop.evaluates_after(self.step):
                     result = self.evaluate()
                     metrics.update(result)
                     if result:
                         evals.append({"stage": "during RL", "step": self.step, **result})
                 self.tracker.log(metrics, step=self.log_offset + self.step)
                 bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
-                if tr.ckpt_interval and self.step % tr.ckpt_interval == 0:
+                if loop.checkpoints_after(self.step):
                     self.save()
-                if tr.max_wall_time_s is not None and time.perf_counter() - started >= tr.max_wall_time_s:
+                if loop.out_of_time(time.perf_counter() - started):
                     stop_reason = "max_wall_time_s"
                     break
             else:
@@ -426,14 +509,13 @@ class Trainer:
 
     def save(self) -> Path:
         """Checkpoint the workers and the trainer state at the current step."""
-        keep = None if self.cfg.trainer.max_ckpts_to_keep < 0 else self.cfg.trainer.max_ckpts_to_keep
         return ckpt.save_checkpoint(
             self.run_dir,
             self.step,
             self._workers(),
             data_state=self.iterator.state_dict(),
             config=self.cfg,
-            keep_last=keep,
+            keep_last=self.loop.keep_checkpoints,
         )
 
     def _summary(self, evals: list[dict[str, Any]], wall_s: float, stop_reason: str) -> dict[str, Any]:

@@ -31,17 +31,19 @@ trajectories run at once through a :class:`~skyrl_train.dispatch.Dispatcher`.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import hashlib
 import logging
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skyrl_train.dispatch import AsyncBatchDispatcher, Dispatcher
 from skyrl_train.generator.base import END_STATES, Generator, GeneratorOutput, Trajectory
+
+if TYPE_CHECKING:
+    from skyrl_train.config import Config
 
 __all__ = [
     "PROTOCOL_STOP_STRINGS",
@@ -243,28 +245,21 @@ class MultiTurnGenerator(Generator):
 
     @classmethod
     def from_config(
-        cls, engine: Any, config: Any, tokenizer: Any = None, **overrides: Any
+        cls, engine: Any, config: Config, tokenizer: Any = None, **overrides: Any
     ) -> MultiTurnGenerator:
-        """Build from the trainer's config (``config.generator`` and ``config.environment``)."""
+        """Build from the config's ``generator`` and ``environment`` sections (``overrides`` win)."""
         from skyrl_train.dispatch import make_dispatcher
 
-        gen = config.generator
-        environment = getattr(config, "environment", None)
-        env_configs = getattr(environment, "skyrl_gym", None) or {}
-        if not isinstance(env_configs, Mapping):
-            env_configs = dataclasses.asdict(env_configs) if dataclasses.is_dataclass(env_configs) else {}
-        concurrency = getattr(gen, "max_concurrent_trajectories", 64)
+        gen, environment = config.generator, config.environment
         kwargs: dict[str, Any] = dict(
-            env_configs=env_configs,
-            default_env_class=getattr(environment, "env_class", None),
-            max_turns=getattr(gen, "max_turns", None),
-            max_input_length=getattr(gen, "max_input_length", None),
-            max_tokens_per_trajectory=getattr(gen, "max_tokens_per_trajectory", None),
-            env_timeout_s=getattr(gen, "env_timeout_s", 300.0),
-            env_close_timeout_s=getattr(gen, "env_close_timeout_s", 30.0),
-            dispatcher=make_dispatcher(
-                getattr(gen, "dispatcher", "async_batch"), max_concurrency=concurrency
-            ),
+            env_configs=environment.skyrl_gym,
+            default_env_class=environment.env_class,
+            max_turns=gen.max_turns,
+            max_input_length=gen.max_input_length,
+            max_tokens_per_trajectory=gen.max_tokens_per_trajectory,
+            env_timeout_s=gen.env_timeout_s,
+            env_close_timeout_s=gen.env_close_timeout_s,
+            dispatcher=make_dispatcher(gen.dispatcher, max_concurrency=gen.max_concurrent_trajectories),
         )
         kwargs.update(overrides)
         return cls(engine, tokenizer, **kwargs)
@@ -400,13 +395,16 @@ class MultiTurnGenerator(Generator):
             if self.max_tokens_per_trajectory is not None:
                 # at least 1: a trajectory with nothing left ended after its last step
                 max_tokens = min(max_tokens, self.max_tokens_per_trajectory - trajectory.num_model_tokens)
-            turn_params = dataclasses.replace(
-                params,
-                max_tokens=max_tokens,
-                stop=stop or None,
-                seed=None
-                if seed is None
-                else sample_seed(seed, trajectory.group_id, trajectory.sample_index, trajectory.num_turns),
+            turn_params = params.model_copy(
+                update={
+                    "max_generate_length": max_tokens,
+                    "stop": stop or None,
+                    "seed": None
+                    if seed is None
+                    else sample_seed(
+                        seed, trajectory.group_id, trajectory.sample_index, trajectory.num_turns
+                    ),
+                }
             )
 
             started = time.monotonic()

@@ -4,7 +4,13 @@ Every engine (`hf`, `vllm`, `remote`) implements `InferenceEngine`. The generato
 concurrently, each with its own `generate` call, and keeps the token ids it gets back: it never
 re-tokenises text, so what the engine returns is exactly what the policy is trained on.
 
-This module imports nothing heavy; `make_engine` imports an engine's module only when it is chosen.
+Sampling parameters are the config's own type (:class:`skyrl_train.config.SamplingParams`, re-exported
+here): `generator.sampling_params` is what the engines receive, with the per-turn changes the generator
+makes (token budget, stop strings, seed).
+
+The trainer builds its engine with `engine_class(generator.backend).from_config(generator, ...)`: each engine
+reads its own settings from the generator section. This module imports nothing heavy; an engine's module is
+imported only when it is chosen.
 """
 
 from __future__ import annotations
@@ -12,76 +18,30 @@ from __future__ import annotations
 import asyncio
 import difflib
 import importlib
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from skyrl_train.config import SamplingParams
+
 if TYPE_CHECKING:
     import torch
 
+    from skyrl_train.config import GeneratorConfig
+
+__all__ = [
+    "ENGINES",
+    "GenerationOutput",
+    "InferenceEngine",
+    "SamplingParams",
+    "StopReason",
+    "engine_class",
+    "make_engine",
+    "register_engine",
+]
+
 StopReason = Literal["stop", "length", "abort"]
-
-
-@dataclass
-class SamplingParams:
-    """How to sample one response. The same object can be shared by many calls.
-
-    `temperature=0` is greedy decoding. `top_k` of -1 (or 0), `top_p` of 1 and `min_p` of 0 disable those
-    filters (`min_p` drops tokens less likely than min_p times the most likely one).
-    `max_tokens` caps the new tokens of each response. Generation stops at the model's EOS token, at any
-    of `stop_token_ids`, or as soon as the decoded response contains one of the `stop` strings; the
-    response then ends with the token that completed the stop string (vLLM's
-    `include_stop_str_in_output=True`), so the token ids stay a faithful record of what was generated.
-    With a `seed`, response i of a call depends only on (seed, i, its prompt): rerunning gives the same
-    tokens, and two prompts of the same call still get different random streams. `ignore_eos` keeps going
-    past EOS (for benchmarks that need a fixed length).
-    """
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    min_p: float = 0.0
-    max_tokens: int = 256
-    stop: list[str] | None = None
-    seed: int | None = None
-    stop_token_ids: list[int] | None = None
-    ignore_eos: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.stop, str):
-            self.stop = [self.stop]
-        if self.stop is not None:
-            self.stop = [s for s in self.stop]
-            if any(not isinstance(s, str) or not s for s in self.stop):
-                raise ValueError(f"SamplingParams.stop must hold non-empty strings, got {self.stop!r}")
-        if (
-            not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature))
-            or self.temperature < 0
-        ):
-            raise ValueError(
-                f"SamplingParams.temperature must be >= 0 (0 = greedy), got {self.temperature!r}"
-            )
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
-        if not isinstance(self.top_k, int) or self.top_k < -1:
-            raise ValueError(
-                f"SamplingParams.top_k must be -1 (off), 0 (off) or a positive int, got {self.top_k!r}"
-            )
-        if not 0 <= self.min_p <= 1:
-            raise ValueError(f"SamplingParams.min_p must be in [0, 1], got {self.min_p!r}")
-        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError(f"SamplingParams.max_tokens must be a positive int, got {self.max_tokens!r}")
-        if self.seed is not None and not isinstance(self.seed, int):
-            raise ValueError(f"SamplingParams.seed must be an int or None, got {self.seed!r}")
-        if self.stop_token_ids is not None:
-            self.stop_token_ids = [int(t) for t in self.stop_token_ids]
-
-    @property
-    def greedy(self) -> bool:
-        """True when decoding is deterministic argmax (temperature 0)."""
-        return self.temperature == 0
 
 
 @dataclass
@@ -146,6 +106,25 @@ class InferenceEngine(ABC):
         """Blocking `generate`, for scripts and benchmarks; must not be called from a running event loop."""
         return asyncio.run(self.generate(prompts, params))
 
+    @classmethod
+    def from_config(
+        cls,
+        generator: GeneratorConfig,
+        *,
+        model_path: str,
+        tokenizer: Any = None,
+        model: Any = None,
+        seed: int | None = None,
+        device: str = "cpu",
+    ) -> InferenceEngine:
+        """Build the engine from the config's `generator` section.
+
+        `model_path` is the policy's model, `model` the policy's own model object when the engine may share
+        it (hf), `seed` the run's seed, `device` the training device. A custom engine (`register_engine`)
+        that does not override this is constructed as `Class(model_path=..., model=..., tokenizer=...)`.
+        """
+        return cls(model_path=model_path, model=model, tokenizer=tokenizer)  # type: ignore[call-arg]
+
     def __enter__(self) -> InferenceEngine:
         return self
 
@@ -171,7 +150,8 @@ def register_engine(kind: str, entry_point: str) -> None:
     ENGINES[kind] = entry_point
 
 
-def _engine_class(kind: str) -> type:
+def engine_class(kind: str) -> type[InferenceEngine]:
+    """The engine class registered as `kind` (its module is imported now)."""
     if kind not in ENGINES:
         close = difflib.get_close_matches(kind, ENGINES, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
@@ -198,7 +178,7 @@ def make_engine(
       model and the tokenizer to load.
     `model_path` accepts Hugging Face names, local folders and "embedded:smollm2-135m".
     """
-    cls = _engine_class(kind)
+    cls = engine_class(kind)
     if kind == "hf":
         from skyrl_train.models import load_model, load_tokenizer
 

@@ -45,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 _STRIP_PREFIXES = ("module.", "_orig_mod.", "_fsdp_wrapped_module.")
 
+DEFAULT_PREFIX_CACHE_TOKENS = 32768
+"""Token budget of the prefix cache when it is on (SmolLM2-135M keeps 46 KB per token: up to 1.5 GB)."""
+
 
 class _SlabLayer(DynamicLayer):
     """One layer's KV cache in a preallocated buffer `[batch, heads, capacity, head_dim]`.
@@ -257,7 +260,7 @@ class HFEngine(InferenceEngine):
         max_batch_size: int = 64,
         max_prefill_tokens: int = 4096,
         batch_wait_s: float = 0.005,
-        prefix_cache_tokens: int = 32768,
+        prefix_cache_tokens: int = DEFAULT_PREFIX_CACHE_TOKENS,
         seed: int | None = None,
         max_model_len: int | None = None,
     ) -> None:
@@ -305,6 +308,39 @@ class HFEngine(InferenceEngine):
             "prefill_tokens": 0,
             "reused_tokens": 0,
         }
+
+    @classmethod
+    def from_config(
+        cls,
+        generator: Any,
+        *,
+        model_path: str,
+        tokenizer: Any = None,
+        model: Any = None,
+        seed: int | None = None,
+        device: str = "cpu",
+    ) -> HFEngine:
+        """Build from the config's `generator` section.
+
+        `model` (the policy's own model, shared: weight sync is free) is used as given; without it the
+        engine loads `model_path` in `generator.model_dtype` on `device`. `max_num_seqs` caps the decode
+        batch, `max_num_batched_tokens` the tokens of one prefill, and `enable_prefix_caching=false` turns
+        the prefix cache off.
+        """
+        from skyrl_train.models import load_model, load_tokenizer
+
+        if model is None:
+            model = load_model(model_path, dtype=generator.model_dtype, device=device)
+        if tokenizer is None:
+            tokenizer = load_tokenizer(model_path)
+        return cls(
+            model,
+            tokenizer,
+            max_batch_size=generator.max_num_seqs,
+            max_prefill_tokens=generator.max_num_batched_tokens,
+            prefix_cache_tokens=DEFAULT_PREFIX_CACHE_TOKENS if generator.enable_prefix_caching else 0,
+            seed=seed,
+        )
 
     @property
     def tokenizer(self) -> Any:

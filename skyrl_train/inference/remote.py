@@ -12,6 +12,7 @@ server works; `max_concurrency` bounds the requests in flight.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 import urllib.error
@@ -23,6 +24,13 @@ from typing import Any
 from skyrl_train.inference.base import GenerationOutput, InferenceEngine, SamplingParams
 
 
+def _completions_url(base_url: str) -> str:
+    url = base_url.rstrip("/")
+    if "://" not in url:  # "host:port"
+        url = "http://" + url
+    return (url if url.endswith("/v1") else url + "/v1") + "/completions"
+
+
 class RemoteEngineError(RuntimeError):
     """The server could not be reached, timed out, refused the request or answered something unusable."""
 
@@ -30,7 +38,8 @@ class RemoteEngineError(RuntimeError):
 class RemoteEngine(InferenceEngine):
     """Client of an OpenAI-compatible completions server, token ids in and out.
 
-    `base_url`: the server root, with or without `/v1` (e.g. "http://127.0.0.1:8000" or "127.0.0.1:8000").
+    `base_url`: the server root, with or without `/v1` (e.g. "http://127.0.0.1:8000" or "127.0.0.1:8000"),
+    or a list of them (replicas serving the same model): requests then go to them in turn.
     `model_name`: the served model name (`vllm serve NAME`); the server's only model when None.
     `timeout_s`: seconds one request may take. `max_retries`: retries on connection errors and 5xx/429
     answers, with exponential backoff. `api_key`: sent as a bearer token. `extra_body`: extra request fields
@@ -41,7 +50,7 @@ class RemoteEngine(InferenceEngine):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         tokenizer: Any = None,
         model_name: str | None = None,
@@ -52,10 +61,12 @@ class RemoteEngine(InferenceEngine):
         extra_body: dict[str, Any] | None = None,
         weight_update_fn: Callable[[Iterable[tuple[str, Any]]], None] | None = None,
     ) -> None:
-        url = base_url.rstrip("/")
-        if "://" not in url:  # "host:port"
-            url = "http://" + url
-        self.url = (url if url.endswith("/v1") else url + "/v1") + "/completions"
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("RemoteEngine needs at least one server URL")
+        self.urls = [_completions_url(url) for url in urls]
+        self.url = self.urls[0]
+        self._next = itertools.count()
         self._tokenizer = tokenizer
         self.model_name = model_name
         self.timeout_s = timeout_s
@@ -64,6 +75,26 @@ class RemoteEngine(InferenceEngine):
         self.extra_body = dict(extra_body or {})
         self.weight_update_fn = weight_update_fn
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="remote-engine")
+
+    @classmethod
+    def from_config(
+        cls,
+        generator: Any,
+        *,
+        model_path: str,
+        tokenizer: Any = None,
+        model: Any = None,
+        seed: int | None = None,
+        device: str = "cpu",
+    ) -> RemoteEngine:
+        """Build from the config's `generator` section: a client of every server in
+        `remote_inference_engine_urls`, asking for the model named `model_path` (its tokenizer is loaded
+        from there when none is given)."""
+        if tokenizer is None:
+            from skyrl_train.models import load_tokenizer
+
+            tokenizer = load_tokenizer(model_path)
+        return cls(generator.remote_inference_engine_urls, tokenizer=tokenizer, model_name=model_path)
 
     @property
     def tokenizer(self) -> Any:
@@ -76,7 +107,12 @@ class RemoteEngine(InferenceEngine):
         loop = asyncio.get_running_loop()
         bodies = [self._body(prompt, params, i) for i, prompt in enumerate(prompts)]
         replies = await asyncio.gather(
-            *(loop.run_in_executor(self._pool, self._post, body) for body in bodies)
+            *(
+                loop.run_in_executor(
+                    self._pool, self._post, body, self.urls[next(self._next) % len(self.urls)]
+                )
+                for body in bodies
+            )
         )
         return [self._parse(reply) for reply in replies]
 
@@ -125,14 +161,15 @@ class RemoteEngine(InferenceEngine):
         body.update(self.extra_body)
         return body
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, body: dict[str, Any], url: str | None = None) -> dict[str, Any]:
+        url = url or self.url
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         attempt = 0
         while True:
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            request = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     payload = response.read()
@@ -141,25 +178,25 @@ class RemoteEngine(InferenceEngine):
                 detail = error.read().decode(errors="replace")[:1000]
                 retryable = error.code >= 500 or error.code == 429
                 if not retryable or attempt >= self.max_retries:
-                    raise RemoteEngineError(f"{self.url} answered HTTP {error.code}: {detail}") from None
+                    raise RemoteEngineError(f"{url} answered HTTP {error.code}: {detail}") from None
             except TimeoutError as error:
-                raise RemoteEngineError(f"no answer from {self.url} within {self.timeout_s} s") from error
+                raise RemoteEngineError(f"no answer from {url} within {self.timeout_s} s") from error
             except urllib.error.URLError as error:
                 if isinstance(error.reason, TimeoutError):
-                    raise RemoteEngineError(f"no answer from {self.url} within {self.timeout_s} s") from error
+                    raise RemoteEngineError(f"no answer from {url} within {self.timeout_s} s") from error
                 if attempt >= self.max_retries:
                     raise RemoteEngineError(
-                        f"cannot reach {self.url}: {error.reason}; is the server running and the URL right?"
+                        f"cannot reach {url}: {error.reason}; is the server running and the URL right?"
                     ) from error
             except ConnectionError as error:
                 if attempt >= self.max_retries:
-                    raise RemoteEngineError(f"connection to {self.url} failed: {error}") from error
+                    raise RemoteEngineError(f"connection to {url} failed: {error}") from error
             attempt += 1
             time.sleep(0.5 * 2 ** (attempt - 1))
         try:
             return json.loads(payload)
         except ValueError as error:
-            raise RemoteEngineError(f"{self.url} answered non-JSON: {payload[:200]!r}") from error
+            raise RemoteEngineError(f"{url} answered non-JSON: {payload[:200]!r}") from error
 
     def _parse(self, reply: dict[str, Any]) -> GenerationOutput:
         try:

@@ -1,6 +1,7 @@
 """`VLLMEngine`: vLLM's async engine behind the `InferenceEngine` interface (GPU only).
 
-Imported only when chosen (`make_engine("vllm", ...)`), so nothing else needs vLLM installed. Prompts go in as
+vLLM itself is imported when an engine is built, so nothing else needs it installed (`engine_args` shows what
+the config makes of vLLM's arguments without it). Prompts go in as
 token ids (`{"prompt_token_ids": ...}`), logprobs of the sampled tokens come back (vLLM computes them from the
 raw logits, like `HFEngine`), stop strings stay in the output (`include_stop_str_in_output`). Weights are
 updated in place by named tensors through a small worker extension that calls the model's own
@@ -18,13 +19,18 @@ import torch
 
 from skyrl_train.inference.base import GenerationOutput, InferenceEngine, SamplingParams
 
-try:
-    import vllm
-except ImportError as error:  # pragma: no cover - depends on the machine
-    raise ImportError(
-        "the 'vllm' inference engine needs vLLM and a CUDA GPU: pip install 'skyrl[vllm]'; "
-        "on a CPU use generator.backend=hf"
-    ) from error
+
+def _vllm() -> Any:
+    """The vllm module; imported when an engine is built, so that the config's kwargs can be checked on a
+    machine without vLLM."""
+    try:
+        import vllm
+    except ImportError as error:  # pragma: no cover - depends on the machine
+        raise ImportError(
+            "the 'vllm' inference engine needs vLLM and a CUDA GPU: pip install 'skyrl[vllm]'; "
+            "on a CPU use generator.backend=hf"
+        ) from error
+    return vllm
 
 
 class WorkerExtension:
@@ -62,6 +68,7 @@ class VLLMEngine(InferenceEngine):
     ) -> None:
         from skyrl_train.models import load_tokenizer, resolve_model_path
 
+        vllm = self._vllm = _vllm()
         path = resolve_model_path(model_path)
         self._tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_path)
         self.enable_sleep_mode = enable_sleep_mode
@@ -80,6 +87,36 @@ class VLLMEngine(InferenceEngine):
         )
         self._engine = vllm.AsyncLLMEngine.from_engine_args(args)
 
+    @staticmethod
+    def engine_args(generator: Any, *, seed: int | None = None) -> dict[str, Any]:
+        """The keyword arguments :meth:`from_config` gives the engine (and through it `vllm.AsyncEngineArgs`)
+        for the config's `generator` section; computed without importing vLLM."""
+        return {
+            "tensor_parallel_size": generator.inference_engine_tensor_parallel_size,
+            "gpu_memory_utilization": generator.gpu_memory_utilization,
+            "dtype": generator.model_dtype,
+            "seed": 0 if seed is None else seed,
+            "enable_prefix_caching": generator.enable_prefix_caching,
+            "enforce_eager": generator.enforce_eager,
+            "max_num_seqs": generator.max_num_seqs,
+            "max_num_batched_tokens": generator.max_num_batched_tokens,
+        }
+
+    @classmethod
+    def from_config(
+        cls,
+        generator: Any,
+        *,
+        model_path: str,
+        tokenizer: Any = None,
+        model: Any = None,
+        seed: int | None = None,
+        device: str = "cuda",
+    ) -> VLLMEngine:
+        """Build from the config's `generator` section (see :meth:`engine_args`); vLLM loads `model_path`
+        itself, so a `model` object is not used."""
+        return cls(model_path, tokenizer=tokenizer, **cls.engine_args(generator, seed=seed))
+
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
@@ -97,7 +134,7 @@ class VLLMEngine(InferenceEngine):
         if not prompt:
             raise ValueError(f"prompt {index} is empty")
         seed = None if params.seed is None else (params.seed * 0x9E3779B1 + index) % (1 << 63)
-        sampling = vllm.SamplingParams(
+        sampling = self._vllm.SamplingParams(
             n=1,
             temperature=params.temperature,
             top_p=params.top_p,

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from skyrl_train import distributed as dist_utils
+from skyrl_train.config import AlgorithmConfig, FSDPConfig, OptimizerConfig, TrainerConfig
 
 ModelFactory = Callable[[], nn.Module]
 Batch = Any  # a TrainingBatch, or a dict of tensors with the same field names
@@ -40,19 +41,6 @@ _TOKEN_MEAN = "token_mean"
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def cfg_get(cfg: Any, name: str, default: Any = None, *aliases: str) -> Any:
-    """Read ``name`` (or the first present alias) from a dataclass/object or a mapping; else ``default``."""
-    if cfg is None:
-        return default
-    for key in (name, *aliases):
-        if isinstance(cfg, Mapping):
-            if key in cfg and cfg[key] is not None:
-                return cfg[key]
-        elif getattr(cfg, key, None) is not None:
-            return getattr(cfg, key)
-    return default
 
 
 def batch_tensors(batch: Batch) -> dict[str, torch.Tensor]:
@@ -172,14 +160,17 @@ def _enable_activation_checkpointing(model: nn.Module) -> None:
         raise TypeError(f"{type(model).__name__} does not support gradient checkpointing")
 
 
-def as_algorithm_config(cfg: Any) -> Any:
-    """An :class:`~skyrl_train.config.AlgorithmConfig` from None (the defaults) or a dict of its fields;
-    any other object is returned as is. The registered losses read the config by attribute."""
-    if cfg is None or isinstance(cfg, Mapping):
-        from skyrl_train.config import AlgorithmConfig
-
-        return AlgorithmConfig(**dict(cfg or {}))
-    return cfg
+def _role_kwargs(trainer: TrainerConfig, fsdp: FSDPConfig) -> dict[str, Any]:
+    """The keyword arguments every worker takes from the ``trainer`` section and its role's FSDP settings."""
+    return {
+        "device": "cuda" if trainer.placement.backend == "cuda" else "cpu",
+        "bf16": trainer.bf16,
+        "micro_batch_size": trainer.micro_train_batch_size_per_gpu,
+        "forward_micro_batch_size": trainer.micro_forward_batch_size_per_gpu,
+        "seed": trainer.seed,
+        "reshard_after_forward": fsdp.reshard_after_forward,
+        "cpu_offload": fsdp.cpu_offload,
+    }
 
 
 def _disable_dropout(model: nn.Module) -> None:
@@ -325,23 +316,15 @@ class _FSDPWorker:
         return {key: value.to(self.device, non_blocking=True) for key, value in mb.items()}
 
     def _build_optimizer(self, optimizer_cfg: Any, total_steps: int | None) -> None:
-        lr = float(cfg_get(optimizer_cfg, "lr", 1e-6))
-        betas = tuple(cfg_get(optimizer_cfg, "adam_betas", (0.9, 0.999), "betas"))
+        opt = self.optimizer_cfg = OptimizerConfig.coerce(optimizer_cfg)
         params = [p for p in self.model.parameters() if p.requires_grad]
+        beta1, beta2 = opt.adam_betas
         self.optimizer = torch.optim.AdamW(
-            params,
-            lr=lr,
-            betas=(float(betas[0]), float(betas[1])),
-            weight_decay=float(cfg_get(optimizer_cfg, "weight_decay", 0.0)),
-            eps=float(cfg_get(optimizer_cfg, "eps", 1e-8)),
+            params, lr=opt.lr, betas=(beta1, beta2), weight_decay=opt.weight_decay
         )
-        self.max_grad_norm = cfg_get(optimizer_cfg, "max_grad_norm", None)
+        self.max_grad_norm = opt.max_grad_norm
         self.scheduler = build_lr_scheduler(
-            self.optimizer,
-            warmup_steps=int(cfg_get(optimizer_cfg, "num_warmup_steps", 0, "warmup_steps")),
-            kind=str(cfg_get(optimizer_cfg, "scheduler", "constant", "lr_scheduler")),
-            total_steps=cfg_get(optimizer_cfg, "total_steps", total_steps, "num_training_steps"),
-            min_lr_ratio=float(cfg_get(optimizer_cfg, "min_lr_ratio", 0.0)),
+            self.optimizer, warmup_steps=opt.num_warmup_steps, kind=opt.scheduler, total_steps=total_steps
         )
 
     # -- forward
@@ -555,13 +538,12 @@ def resolve_policy_loss(name: str) -> Callable:
 class PolicyWorker(_FSDPWorker):
     """The policy: log-probabilities and clipped policy-gradient updates.
 
-    ``optimizer_cfg`` (:class:`skyrl_train.config.OptimizerConfig` or a dict): ``lr``, ``adam_betas``,
-    ``weight_decay``, ``max_grad_norm`` (None or 0: no clipping), ``num_warmup_steps``, ``scheduler``
-    (``constant``/``cosine``/``linear``, ``_with_warmup`` accepted), and optionally ``eps``,
-    ``min_lr_ratio``, ``total_steps`` (or the ``total_steps`` argument; needed by cosine and linear).
-    ``algorithm_cfg`` (:class:`skyrl_train.config.AlgorithmConfig` or a dict): ``policy_loss_type``,
-    ``loss_reduction``, ``max_seq_len``, the loss's own fields (``eps_clip_low``...), ``use_kl_loss``,
-    ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss``, ``entropy_loss_coef``.
+    ``optimizer_cfg``: an :class:`~skyrl_train.config.OptimizerConfig` (a dict of its fields or None: the
+    schema's defaults); cosine and linear schedules need ``total_steps`` (optimizer steps of the run).
+    ``algorithm_cfg``: an :class:`~skyrl_train.config.AlgorithmConfig` (or a dict of its fields): the
+    worker reads ``policy_loss_type``, ``loss_reduction``, ``max_seq_len``, ``use_kl_loss``,
+    ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss`` and ``entropy_loss_coef``; the policy
+    loss reads its own fields (``eps_clip_low``...) from it.
     ``policy_loss_fn`` replaces the registry lookup by ``policy_loss_type`` with a callable of the
     registry's signature ``fn(log_probs, old_log_probs, advantages, response_mask, cfg) -> (loss,
     metrics)``. ``temperature`` divides the logits, as the sampler did.
@@ -600,18 +582,27 @@ class PolicyWorker(_FSDPWorker):
             cpu_offload=cpu_offload,
             trainable=True,
         )
-        algorithm_cfg = self.algorithm_cfg = as_algorithm_config(algorithm_cfg)
-        self.loss_reduction = str(cfg_get(algorithm_cfg, "loss_reduction", _TOKEN_MEAN))
-        self.max_seq_len = cfg_get(algorithm_cfg, "max_seq_len", None)
-        self.policy_loss_fn = policy_loss_fn or resolve_policy_loss(
-            str(cfg_get(algorithm_cfg, "policy_loss_type", "ppo"))
-        )
-        self.use_kl_loss = bool(cfg_get(algorithm_cfg, "use_kl_loss", False))
-        self.kl_loss_coef = float(cfg_get(algorithm_cfg, "kl_loss_coef", 0.0))
-        self.kl_estimator = str(cfg_get(algorithm_cfg, "kl_estimator_type", "k3", "kl_estimator"))
-        use_entropy = bool(cfg_get(algorithm_cfg, "use_entropy_loss", False))
-        self.entropy_coef = float(cfg_get(algorithm_cfg, "entropy_loss_coef", 0.0)) if use_entropy else 0.0
+        algorithm = self.algorithm_cfg = AlgorithmConfig.coerce(algorithm_cfg)
+        self.loss_reduction = algorithm.loss_reduction
+        self.max_seq_len = algorithm.max_seq_len
+        self.policy_loss_fn = policy_loss_fn or resolve_policy_loss(algorithm.policy_loss_type)
+        self.use_kl_loss = algorithm.use_kl_loss
+        self.kl_loss_coef = algorithm.kl_loss_coef
+        self.kl_estimator = algorithm.kl_estimator_type
+        self.entropy_coef = algorithm.entropy_loss_coef if algorithm.use_entropy_loss else 0.0
         self._build_optimizer(optimizer_cfg, total_steps)
+
+    @staticmethod
+    def config_kwargs(trainer: TrainerConfig, *, temperature: float) -> dict[str, Any]:
+        """The constructor's keyword arguments for the config's ``trainer`` section (everything but the
+        model factory and ``total_steps``); ``temperature`` is the rollouts' sampling temperature."""
+        return {
+            "optimizer_cfg": trainer.policy.optimizer_config,
+            "algorithm_cfg": trainer.algorithm,
+            "temperature": temperature,
+            **_role_kwargs(trainer, trainer.policy.fsdp_config),
+            "gradient_checkpointing": trainer.gradient_checkpointing,
+        }
 
     def _reduce(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         from skyrl_train.algorithms.reductions import reduce_loss
@@ -695,6 +686,8 @@ class RefWorker(_FSDPWorker):
         forward_micro_batch_size: int | None = None,
         temperature: float = 1.0,
         seed: int = 0,
+        reshard_after_forward: bool = True,
+        cpu_offload: bool = False,
     ) -> None:
         super().__init__(
             model_factory,
@@ -704,8 +697,15 @@ class RefWorker(_FSDPWorker):
             forward_micro_batch_size=forward_micro_batch_size,
             temperature=temperature,
             seed=seed,
+            reshard_after_forward=reshard_after_forward,
+            cpu_offload=cpu_offload,
             trainable=False,
         )
+
+    @staticmethod
+    def config_kwargs(trainer: TrainerConfig, *, temperature: float) -> dict[str, Any]:
+        """The constructor's keyword arguments for the config's ``trainer`` section (all but the model)."""
+        return {"temperature": temperature, **_role_kwargs(trainer, trainer.ref.fsdp_config)}
 
 
 # -------------------------------------------------------------------------------------------- critic
@@ -738,7 +738,8 @@ class ValueModel(nn.Module):
 class CriticWorker(_FSDPWorker):
     """The critic for PPO with GAE: a value head on the language model, trained with a clipped value loss.
 
-    ``algorithm_cfg`` fields: ``value_clip`` (default 0.2; None disables clipping), ``loss_reduction``.
+    ``algorithm_cfg`` (an :class:`~skyrl_train.config.AlgorithmConfig` or a dict of its fields): the worker
+    reads ``value_clip``, ``loss_reduction`` and ``max_seq_len``. ``optimizer_cfg`` as for the policy.
     """
 
     role = "critic"
@@ -771,11 +772,22 @@ class CriticWorker(_FSDPWorker):
             cpu_offload=cpu_offload,
             trainable=True,
         )
-        algorithm_cfg = self.algorithm_cfg = as_algorithm_config(algorithm_cfg)
-        self.value_clip = getattr(algorithm_cfg, "value_clip", 0.2)  # None: no clipping
-        self.loss_reduction = str(cfg_get(algorithm_cfg, "loss_reduction", _TOKEN_MEAN))
-        self.max_seq_len = cfg_get(algorithm_cfg, "max_seq_len", None)
+        algorithm = self.algorithm_cfg = AlgorithmConfig.coerce(algorithm_cfg)
+        self.value_clip = algorithm.value_clip
+        self.loss_reduction = algorithm.loss_reduction
+        self.max_seq_len = algorithm.max_seq_len
         self._build_optimizer(optimizer_cfg, total_steps)
+
+    @staticmethod
+    def config_kwargs(trainer: TrainerConfig) -> dict[str, Any]:
+        """The constructor's keyword arguments for the config's ``trainer`` section (everything but the
+        model factory and ``total_steps``)."""
+        return {
+            "optimizer_cfg": trainer.critic.optimizer_config,
+            "algorithm_cfg": trainer.algorithm,
+            **_role_kwargs(trainer, trainer.critic.fsdp_config),
+            "gradient_checkpointing": trainer.gradient_checkpointing,
+        }
 
     def _build_model(self, model_factory: ModelFactory) -> nn.Module:
         lm = model_factory()
