@@ -196,11 +196,11 @@ def sweep_due(kind: str) -> bool:
 
 def acquire(memory_bytes: int, max_pids: int, cpus: float | None) -> Cgroup:
     """An empty group with these limits: a kept one if there is one, else a new one."""
+    if sweep_due("cgroups"):
+        sweep_stale()
     with _pool_lock:
         group = _pool.pop() if _pool else None
     if group is None or group.owner != os.getpid():  # a forked child must not share its parent's groups
-        if sweep_due("cgroups"):
-            sweep_stale()
         return Cgroup(memory_bytes, max_pids, cpus)
     group.set_limits(memory_bytes, max_pids, cpus)
     return group

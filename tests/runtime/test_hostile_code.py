@@ -8,6 +8,7 @@ control group and no work folder left behind. The ``process`` backend gets the a
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -18,10 +19,12 @@ from pathlib import Path
 import pytest
 
 import skyrl_gym
+import skyrl_gym.envs.python.env
 from skyrl_gym.runtime import Limits, PythonSession, make_sandbox
 from skyrl_gym.runtime import cgroups as cg
 from skyrl_gym.runtime.bwrap import SANDBOX_UID
 from skyrl_gym.runtime.process import work_root
+from skyrl_gym.runtime.session import SessionError
 
 TIMEOUT_S = 2.0
 SLACK_S = 1.0
@@ -360,3 +363,708 @@ def test_caller_killed_leaves_nothing(tmp_path):
             [cg.ROOT / cg.GROUP] if cg.version() == 2 else [cg.ROOT / c / cg.GROUP for c in cg.V1_CONTROLLERS]
         )
         assert not [p for r in roots if r.exists() for p in r.iterdir() if p.name.startswith(f"{stale}-")]
+
+
+# == the hostile battery: every step bounded in time and in the caller's memory, nothing left behind ==========
+#
+# Each case below is an attack on one class of weakness: the persistent session's protocol, the difference
+# between the model's failure and the machinery's, the code judge's verdict, unprivileged sandboxes and the
+# temporary folders of sandboxes. Every one asserts that the call returns within its timeout plus
+# SLACK_S, that the caller's peak memory grew by at most MEMORY_BOUND_MB, that no host path reached the
+# output, and (through assert_nothing_left) that no process, control group or work folder is left. The worst
+# time and memory per class are printed at the end of the module (pytest -s).
+
+MEMORY_BOUND_MB = 64
+"""Largest growth of the caller's peak resident memory during one hostile call (outputs are capped far below)."""
+REPO = Path(__file__).resolve().parents[2]
+_worst: dict[str, list[float]] = {}
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/self/status")
+
+
+def host_markers(*extra: str) -> list[str]:
+    """Strings that only a host path holds (inside bwrap the repository, the virtual environment, the Python
+    installation behind it and pytest's folders do not exist)."""
+    python_home = os.path.dirname(os.path.dirname(os.path.realpath(os.sys.executable)))
+    return [f"{REPO}/", os.sys.prefix, python_home + "/", "pytest-of-", str(work_root()), *extra]
+
+
+def bounded(kind: str, call, timeout_s: float, *, markers: tuple[str, ...] = ()):
+    """Run ``call()``; assert it returned within ``timeout_s + SLACK_S`` with the caller's peak memory grown by
+    at most MEMORY_BOUND_MB, and that no host path is in what it returned; record the worst per ``kind``."""
+    before = _status_kb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident size, to the current one
+    start = time.monotonic()
+    result = call()
+    elapsed = time.monotonic() - start
+    growth_mb = max(0, _status_kb("VmHWM") - before) / 1024
+    worst = _worst.setdefault(kind, [0.0, 0.0, 0])
+    worst[0], worst[1], worst[2] = max(worst[0], elapsed), max(worst[1], growth_mb), worst[2] + 1
+    assert elapsed < timeout_s + SLACK_S, f"{kind}: returned after {elapsed:.2f} s (limit {timeout_s} s)"
+    assert growth_mb <= MEMORY_BOUND_MB, f"{kind}: the caller's peak memory grew by {growth_mb:.0f} MB"
+    text = repr(result)
+    for marker in host_markers(*markers):
+        assert marker not in text, f"{kind}: a host path ({marker}) is in the result"
+    return result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_worst():
+    yield
+    if _worst:
+        print("\nhostile battery: worst step time and caller memory growth per class")
+        for kind, (seconds, megabytes, count) in sorted(_worst.items()):
+            print(f"  {kind:<28} {count:>3} attacks  worst {seconds:6.2f} s  {megabytes:6.1f} MB")
+
+
+def assert_nothing_left_at_all() -> None:
+    """``assert_nothing_left`` and no work folder of this process under the process backend's root."""
+    assert_nothing_left()
+    mine = f"{os.getpid()}-"
+    folders = (
+        [p.name for p in work_root().iterdir() if p.name.startswith(mine)] if work_root().exists() else []
+    )
+    assert folders == []
+
+
+# -- class 1: the persistent session's protocol ------------------------------------------------------------------
+
+REACH = "import os, sys\nm = sys.modules['__main__']\n"
+"""How a cell reaches the driver: it runs as the interpreter's __main__ module."""
+HIJACK = REACH + "import time\nm.receive = lambda: time.sleep(3600)\n"
+"""The driver stops reading the host's cells (and writes nothing)."""
+
+
+def frame(body: str) -> str:
+    """A cell that writes ``body`` (Python bytes expression) on the driver's channel as one framed message."""
+    return REACH + f"data = {body}\nos.write(m.PROTOCOL, b'SKYRL%010d\\n' % len(data) + data)\n"
+
+
+SESSION_ATTACKS = {
+    "json nested 200000 deep": frame("b'[' * 200000 + b']' * 200000"),
+    "error that is a number": frame(
+        "__import__('json').dumps({'cell': m.request['cell'], 'output': '', 'error': 5, "
+        "'truncated': False}).encode()"
+    ),
+    "output that is a list": frame(
+        "__import__('json').dumps({'cell': m.request['cell'], 'output': ['x'], 'error': None, "
+        "'truncated': False}).encode()"
+    ),
+    "truncated that is text": frame(
+        "__import__('json').dumps({'cell': m.request['cell'], 'output': '', 'error': None, "
+        "'truncated': 'yes'}).encode()"
+    ),
+    "extra fields": frame(
+        "__import__('json').dumps({'cell': m.request['cell'], 'output': '', 'error': None, "
+        "'truncated': False, 'reward': 1.0}).encode()"
+    ),
+    "a reply to an earlier cell": frame(
+        "__import__('json').dumps({'cell': m.request['cell'] - 1, 'output': 'stale', 'error': None, "
+        "'truncated': False}).encode()"
+    ),
+    "a JSON array": frame("b'[1, 2, 3]'"),
+    "invalid utf-8": frame("b'\\xff\\xfe{'"),
+    "10 GB announced": REACH + "os.write(m.PROTOCOL, b'SKYRL9999999999\\n')\n",
+    "header without digits": REACH + "os.write(m.PROTOCOL, b'SKYRLxxxxxxxxxx\\n{}')\n",
+    "garbage on the channel": REACH + "os.write(m.PROTOCOL, b'\\x00' * 100000)\n",
+    "half a message, then silence": REACH + "os.write(m.PROTOCOL, b'SKYRL0000001000\\n{')\nimport time\n"
+    "time.sleep(60)\n",
+    "the channel closed": REACH + "os.close(m.PROTOCOL)\n",
+    "every descriptor closed": "import os\nos.closerange(0, 1024)\n",
+    "send replaced": REACH + "m.send = lambda message: None\n",
+    "reader that answers itself": REACH
+    + "m.receive = lambda: {'code': 'pass', 'cell': 0, 'max_output': 9, 'max_error': 9}\n",
+    "driver stopped": "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n",
+    "exception of 50 MB": "raise ValueError('x' * 50_000_000)\n",
+    "exception whose str raises": "class E(Exception):\n    def __str__(self):\n        raise RuntimeError\nraise E()\n",
+    "recursion in repr": "class R:\n    def __repr__(self):\n        return repr(self)\nR()\n",
+    "output of lone surrogates": "import sys\nsys.stdout.write('\\ud800' * 1000)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SESSION_ATTACKS))
+def test_session_protocol_attacks_are_the_cells_own_failure(bwrap, name):
+    with PythonSession(bwrap, limits=LIMITS, cell_timeout_s=TIMEOUT_S) as session:
+        assert session.run_cell("x = 41").ok
+        result = bounded("session protocol", lambda: session.run_cell(SESSION_ATTACKS[name]), TIMEOUT_S)
+        assert isinstance(result.render(), str)
+        if not result.ok:  # a failure says what happened
+            assert (result.crashed or result.timed_out or result.error) and result.render().strip()
+        follow = session.run_cell("print('alive')")
+        if not follow.ok:  # a broken driver found only when the next cell is sent: that cell says so
+            assert follow.crashed and "protocol" in follow.error
+            follow = session.run_cell("print('alive')")
+        assert "alive" in follow.output and follow.ok
+    assert_nothing_left()
+
+
+def test_session_reader_replaced_then_a_cell_over_64_kb(bwrap):
+    """The attack that once blocked ``_send`` and ``close()`` for ever: the driver stops reading, then a cell
+    larger than the pipe's buffer arrives."""
+    session = PythonSession(bwrap, limits=LIMITS, cell_timeout_s=TIMEOUT_S)
+    hijack = HIJACK
+    assert session.run_cell(hijack).ok
+    big = "x = '" + "a" * 300_000 + "'\n"
+    result = bounded("session protocol", lambda: session.run_cell(big), TIMEOUT_S)
+    assert result.crashed and not result.ok and "stopped reading cells" in result.error
+    assert session.run_cell("print('fresh')").output == "fresh\n"
+    assert session.run_cell(hijack).ok
+    bounded("session close", session.close, 1.0)
+    assert_nothing_left()
+
+
+def test_session_close_returns_while_a_cell_blocks(bwrap):
+    session = PythonSession(bwrap, limits=LIMITS, cell_timeout_s=60)
+    session.run_cell(HIJACK)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(session.run_cell("y = '" + "b" * 500_000 + "'")))
+    worker.start()
+    time.sleep(0.3)  # the worker is now blocked writing a cell nobody reads (up to its 60 s deadline)
+    bounded("session close", session.close, 1.0)
+    worker.join(timeout=SLACK_S)
+    assert not worker.is_alive() and results and results[0].crashed
+    with pytest.raises(SessionError, match="closed"):
+        session.run_cell("1")
+    assert_nothing_left()
+
+
+def test_session_output_written_between_cells_restarts_the_interpreter(bwrap):
+    with PythonSession(bwrap, limits=LIMITS, cell_timeout_s=TIMEOUT_S) as session:
+        writer = REACH + (
+            "import threading, time\n"
+            "def late():\n    time.sleep(0.2)\n    os.write(m.PROTOCOL, b'SKYRL0000000002\\n{}')\n"
+            "threading.Thread(target=late, daemon=True).start()\n"
+        )
+        assert session.run_cell(writer).ok
+        time.sleep(0.5)
+        result = bounded("session protocol", lambda: session.run_cell("print('next')"), TIMEOUT_S)
+        assert result.output == "next\n" and result.restarted
+    assert_nothing_left()
+
+
+@pytest.mark.parametrize("index", range(len(skyrl_gym.envs.python.env.PythonEnv.hostile_actions)))
+def test_python_env_hostile_actions_are_the_models_failure(index):
+    action = skyrl_gym.envs.python.env.PythonEnv.hostile_actions[index]
+    env = skyrl_gym.make(
+        "python", env_config={"cell_timeout_s": TIMEOUT_S, "memory_mb": 256, "sandbox": "bwrap"}
+    )
+    env.reset(seed=0)
+    try:
+        for _ in range(2):
+            out = bounded("python env step", lambda: env.step(action), TIMEOUT_S)
+            assert out["metadata"].get("end") != "error", out["metadata"]
+            assert out["observations"] and out["observations"][0]["content"].strip()
+            assert out["reward"] == 0.0
+        after = env.step("```python\nprint(6 * 7)\n```")
+        assert "42" in after["observations"][0]["content"]
+    finally:
+        env.close()
+    assert_nothing_left()
+
+
+def test_python_env_reader_replaced_then_a_long_block_in_one_reply():
+    env = skyrl_gym.make(
+        "python", env_config={"cell_timeout_s": TIMEOUT_S, "memory_mb": 256, "sandbox": "bwrap"}
+    )
+    env.reset(seed=0)
+    hijack = HIJACK
+    big = "x = '" + "a" * 90_000 + "'"
+    action = f"```python\n{hijack}\n```\nand\n```python\n{big}\n```\n"
+    try:
+        out = bounded("python env step", lambda: env.step(action), 2 * TIMEOUT_S)
+        assert out["metadata"].get("end") != "error" and out["metadata"]["crashed"]
+        assert "stopped reading cells" in out["observations"][0]["content"]
+    finally:
+        bounded("session close", env.close, 1.0)
+    assert_nothing_left()
+
+
+# -- class 2: the model's failures are results, the machinery's are errors -----------------------------------------
+
+
+@pytest.fixture
+def broken_bwrap():
+    """A registered backend whose sandboxes cannot start (bwrap is asked to show a path that does not exist)."""
+    from skyrl_gym.runtime import _BACKENDS, register_backend
+    from skyrl_gym.runtime.bwrap import BwrapSandbox
+
+    register_backend(
+        "broken-bwrap",
+        lambda **options: BwrapSandbox(ro_paths=["/nonexistent/skyrl-test"], **options),
+        strength=-1,
+    )
+    yield "broken-bwrap"
+    del _BACKENDS["broken-bwrap"]
+    from skyrl_gym.envs.code.env import _SANDBOXES
+
+    _SANDBOXES.pop("broken-bwrap", None)
+
+
+def test_a_sandbox_that_cannot_start_is_not_the_programs_output(broken_bwrap):
+    sandbox = make_sandbox(broken_bwrap)
+    for result in (sandbox.run(["true"]), sandbox.run_python("print(1)")):
+        assert result.exit_code is None and not result.ok and result.stdout == ""
+        assert result.explain() == "could not be started"
+        assert result.stderr.startswith("the sandbox could not start the command: bwrap:")
+    with pytest.raises(SessionError, match="did not start"):
+        PythonSession(sandbox).run_cell("1")
+    assert_nothing_left()
+
+
+@pytest.mark.parametrize("env_id", ["python", "python-script", "code-humaneval", "code-stdio"])
+def test_a_sandbox_that_cannot_start_ends_the_episode_in_error(broken_bwrap, env_id):
+    from skyrl_gym.envs.code.problems import task_for_seed
+
+    if env_id.startswith("python"):
+        config = {"sandbox": broken_bwrap, "persistent": env_id == "python", "cell_timeout_s": TIMEOUT_S}
+        env = skyrl_gym.make("python", env_config=config)
+        env.reset(seed=0)
+        action = "```python\nprint(1)\n```"
+    else:
+        env = skyrl_gym.make("code", env_config={"sandbox": broken_bwrap})
+        env.reset(options=task_for_seed(1 if env_id == "code-humaneval" else 0))
+        action = env.unwrapped.reference_action() if hasattr(env, "unwrapped") else env.reference_action()
+    try:
+        out = env.step(action)
+    finally:
+        env.close()
+    assert out["metadata"]["end"] == "error", out["metadata"]
+    assert "could not" in out["metadata"]["error"] or "did not start" in out["metadata"]["error"]
+
+
+# -- class 3: the code judge cannot be fooled ----------------------------------------------------------------------
+
+ALWAYS_EQUAL = """
+class Anything:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__
+    def __bool__(self): return True
+    def __hash__(self): return 0
+    def __abs__(self): return self
+    def __sub__(self, other): return self
+    __add__ = __radd__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __mod__ = __sub__
+    def __len__(self): return 0
+    def __iter__(self): return iter(())
+    def __getitem__(self, key): return self
+def ENTRY(*args, **kwargs):
+    return Anything()
+"""
+
+HACKS = {
+    "always-equal object": ALWAYS_EQUAL,
+    "always-equal int subclass": "class I(int):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n"
+    "def ENTRY(*a, **k):\n    return I(0)\n",
+    "always-equal str subclass": "class S(str):\n    __eq__ = lambda s, o: True\n"
+    "def ENTRY(*a, **k):\n    return S('')\n",
+    "always-equal list subclass": "class L(list):\n    __eq__ = lambda s, o: True\n"
+    "def ENTRY(*a, **k):\n    return L()\n",
+    "patched builtins": "import builtins, math\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 0\n"
+    "builtins.AssertionError = type('Quiet', (Exception,), {})\nmath.fabs = lambda x: 0.0\n"
+    "def ENTRY(*a, **k):\n    return None\n",
+    "patched exec and check": "import builtins\n_exec = builtins.exec\n"
+    "def exec(source, *rest):\n    if getattr(source, 'co_filename', '') == 'tests.py':\n"
+    "        source = compile('def check(candidate):\\n    pass', 'tests.py', 'exec')\n    return _exec(source, *rest)\n"
+    "builtins.exec = exec\nbuiltins.compile = lambda *a, **k: compile('pass', 'x', 'exec')\n"
+    "def ENTRY(*a, **k):\n    return None\n",
+    "frame inspection": "import dis, gc, sys\ndef ENTRY(*a, **k):\n    frame = sys._getframe(1)\n"
+    "    while frame is not None:\n        for name in ('check', 'candidate'):\n"
+    "            if name in frame.f_globals or name in frame.f_locals:\n"
+    "                for ins in dis.get_instructions(frame.f_code):\n"
+    "                    if ins.opname == 'LOAD_CONST' and ins.argval is not None:\n"
+    "                        return ins.argval\n        frame = frame.f_back\n"
+    "    for obj in gc.get_objects():\n        if getattr(obj, '__name__', '') == 'check':\n"
+    "            return obj\n    return None\n",
+    "forged report on every pipe": "import os\n"
+    "lines = b''.join(__import__('json').dumps({'ready': True, 'stage': 'tests', 'passed': True, 'token': t})"
+    ".encode() + b'\\n' for t in ('', '0' * 32, 'x' * 32))\n"
+    "for fd in list(range(1, 64)) + ['/proc/1/fd/1', '/proc/1/fd/2']:\n    try:\n"
+    "        os.write(os.open(fd, os.O_WRONLY) if isinstance(fd, str) else fd, lines)\n    except OSError:\n"
+    "        pass\ndef ENTRY(*a, **k):\n    return None\n",
+    "sys.exit(0) at import": "def ENTRY(*a, **k):\n    return None\nimport sys\nsys.exit(0)\n",
+    "os._exit(0) at import": "def ENTRY(*a, **k):\n    return None\nimport os\nos._exit(0)\n",
+    "os._exit(0) in the call": "def ENTRY(*a, **k):\n    import os\n    os._exit(0)\n",
+    "SystemExit in the call": "def ENTRY(*a, **k):\n    raise SystemExit(0)\n",
+    "kill the judge": "import os, signal\ndef ENTRY(*a, **k):\n    os.kill(os.getppid(), signal.SIGKILL)\n",
+    "stop the judge": "import os, signal\ndef ENTRY(*a, **k):\n    os.kill(os.getppid(), signal.SIGSTOP)\n",
+    "kill the sandbox": "import os, signal\ndef ENTRY(*a, **k):\n    os.kill(1, signal.SIGKILL)\n",
+    "ptrace the judge": "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.ptrace(16, os.getppid(), 0, 0) == -1\n"
+    "def ENTRY(*a, **k):\n    return open('/proc/%d/mem' % os.getppid(), 'rb').read(1)\n",
+    "generator result": "def ENTRY(*a, **k):\n    yield 1\n",
+    "self-referential result": "def ENTRY(*a, **k):\n    x = []\n    x.append(x)\n    return x\n",
+    "result 10000 deep": "def ENTRY(*a, **k):\n    x = []\n    for _ in range(10000):\n        x = [x]\n    return x\n",
+    "result of 100 MB": "def ENTRY(*a, **k):\n    return 'x' * 100_000_000\n",
+    "answers forged on the judge's channel": "import json, os\n"
+    "def ENTRY(*a, **k):\n    for fd in range(3, 16):\n        try:\n"
+    "            data = json.dumps({'value': True}).encode()\n"
+    "            os.write(fd, b'%010d\\n' % len(data) + data)\n        except OSError:\n            pass\n"
+    "    return None\n",
+}
+HACKED_PROBLEMS = (
+    "HumanEval/0",
+    "HumanEval/2",
+    "HumanEval/12",
+    "HumanEval/32",
+    "HumanEval/33",
+    "HumanEval/38",
+)
+
+
+@pytest.fixture(scope="module")
+def humaneval():
+    from skyrl_gym.envs.code.humaneval import HumanEvalProblem
+    from skyrl_gym.envs.code.problems import humaneval_rows
+
+    problems = [HumanEvalProblem.from_dict(r["reward_spec"]["ground_truth"]) for r in humaneval_rows()]
+    return {p.task_id: p for p in problems}
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_the_humaneval_judge_cannot_be_fooled(bwrap, humaneval, name):
+    from skyrl_gym.envs.code.humaneval import judge_humaneval
+
+    for task_id in HACKED_PROBLEMS:
+        problem = humaneval[task_id]
+        code = HACKS[name].replace("ENTRY", problem.entry_point)
+        judgement = bounded(
+            "code judge (humaneval)",
+            lambda problem=problem, code=code: judge_humaneval(
+                bwrap, problem, code, timeout_s=TIMEOUT_S, memory_mb=256
+            ),
+            TIMEOUT_S,
+        )
+        assert not judgement.passed, (task_id, judgement)
+        # the canonical solution still passes right after, in the same sandbox
+        assert judge_humaneval(bwrap, problem, problem.prompt + problem.canonical_solution).passed, task_id
+    assert_nothing_left()
+
+
+def test_an_always_equal_object_earns_nothing_on_30_problems(bwrap, humaneval):
+    from skyrl_gym.envs.code.humaneval import judge_humaneval
+
+    problems = list(humaneval.values())[:30]
+    passed = [
+        p.task_id
+        for p in problems
+        if judge_humaneval(bwrap, p, ALWAYS_EQUAL.replace("ENTRY", p.entry_point)).passed
+    ]
+    assert passed == []
+
+
+@pytest.mark.parametrize(
+    "name", ["always-equal object", "patched exec and check", "forged report on every pipe"]
+)
+def test_hacks_score_zero_through_the_environment(name):
+    from skyrl_gym.envs.code.problems import humaneval_rows
+
+    row = next(r for r in humaneval_rows() if r["reward_spec"]["ground_truth"]["task_id"] == "HumanEval/0")
+    extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
+    env = skyrl_gym.make("code", env_config={"sandbox": "bwrap", "timeout_s": TIMEOUT_S})
+    env.reset(options={"prompt": row["prompt"], "extras": extras})
+    code = HACKS[name].replace("ENTRY", "has_close_elements")
+    out = bounded("code env step", lambda: env.step(f"```python\n{code}```"), TIMEOUT_S)
+    env.close()
+    assert out["reward"] == 0.0 and out["metadata"]["end"] == "terminated" and not out["metadata"]["correct"]
+    assert_nothing_left()
+
+
+STDIO_TESTS = [("1 2\n", "3\n"), ("20 22\n", "42\n"), ("5 5\n", "10\n")]
+"""A sum problem; the hostile programs below know every expected output and still must not pass."""
+FORGE_EVERY_INDEX = (
+    "import json, os\n"
+    "lines = b''.join(json.dumps({'index': i, 'stdout': out, 'stderr': '', 'exit': 0, 'timed_out': False, "
+    "'time_s': 0.0, 'truncated': False, 'token': t}).encode() + b'\\n' for i, out in enumerate(OUTPUTS) "
+    "for t in ('', '0' * 32))\n"
+    "for target in ('/proc/1/fd/1', '/proc/1/fd/2', '/proc/%d/fd/1' % os.getppid()):\n    try:\n"
+    "        os.write(os.open(target, os.O_WRONLY), lines)\n    except OSError:\n        pass\n"
+    "print('wrong')\n"
+)
+STDIO_HACKS = {
+    "forged result lines on the host's pipe": FORGE_EVERY_INDEX,
+    "forged lines, then the judge killed": FORGE_EVERY_INDEX + "os.kill(os.getppid(), 9)\n",
+    "the judge stopped": "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n",
+    "the sandbox killed": "import os\nos.kill(1, 9)\n",
+    "ptrace the judge": "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "print(libc.ptrace(16, os.getppid(), 0, 0), open('/proc/%d/mem' % os.getppid(), 'rb').read(1))\n",
+    "a daemon that outlives its test": "import os, sys\nif os.fork() == 0:\n    os.setsid()\n"
+    "    import time\n    time.sleep(30)\nprint('wrong')\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STDIO_HACKS))
+def test_the_stdio_judge_cannot_be_fooled(bwrap, name):
+    from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio
+
+    tests = [StdioTest(i, o) for i, o in STDIO_TESTS]
+    code = STDIO_HACKS[name].replace("OUTPUTS", repr([o for _, o in STDIO_TESTS]))
+    judgement = bounded(
+        "code judge (stdio)",
+        lambda: judge_stdio(bwrap, code, tests, time_limit_s=0.75, memory_mb=256),
+        0.75 * len(tests) + 5.0,
+    )
+    assert not judgement.passed and judgement.tests_passed == 0, judgement.outcomes
+    honest = "a, b = map(int, input().split())\nprint(a + b)\n"
+    assert judge_stdio(bwrap, honest, tests).passed
+    assert_nothing_left()
+
+
+# -- class 4: sandboxes started by an unprivileged user --------------------------------------------------------------
+
+UNPRIVILEGED_UID = 40123
+
+
+def run_unprivileged(script: str, timeout_s: float = 120) -> dict:
+    """Run ``script`` (Python; its last line of output is JSON) as an unprivileged user: as the uid
+    UNPRIVILEGED_UID when the tests run as root (setpriv), as the tests' own user otherwise."""
+    prefix = []
+    if os.geteuid() == 0:
+        prefix = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}", "--clear-groups"]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(REPO), "LANG": "C.UTF-8"}
+    out = subprocess.run(
+        [*prefix, os.sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout_s, cwd="/",
+        env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    if os.geteuid() == 0:
+        ps = subprocess.run(
+            ["ps", "-o", "pid=,args=", "-u", str(UNPRIVILEGED_UID)], capture_output=True, text=True
+        )
+        assert ps.stdout.strip() == "", f"processes of the unprivileged user are left: {ps.stdout}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+FILL_DEVICES = r"""
+import os
+written = {}
+for folder in ("/dev", "/dev/shm", "/tmp", "/work"):
+    total = 0
+    for n in range(8):
+        try:
+            with open(os.path.join(folder, "fill%d" % n), "wb") as handle:
+                for _ in range(200):
+                    handle.write(b"\0" * (1 << 20))
+                    total += 1 << 20
+        except OSError:
+            pass
+    written[folder] = total
+import json
+print(json.dumps(written))
+"""
+
+
+def _files_bound_mb(limits: Limits) -> int:
+    from skyrl_gym.runtime.bwrap import SHM_MB
+
+    return 2 * limits.max_file_mb + min(limits.max_file_mb, SHM_MB)
+
+
+def test_files_in_a_sandbox_hold_a_bounded_amount_of_memory(bwrap):
+    limits = LIMITS.replace(timeout_s=20, memory_mb=128)
+    result = bounded("unprivileged sandbox", lambda: bwrap.run_python(FILL_DEVICES, limits=limits), 20)
+    written = json.loads(result.stdout)
+    assert written["/dev"] == 0  # read-only
+    assert sum(written.values()) <= _files_bound_mb(limits) * 1024 * 1024
+    assert_nothing_left()
+
+
+def test_unprivileged_sandboxes_are_bounded_and_separate():
+    script = f"""
+import json, threading, time
+from skyrl_gym.runtime import Limits, make_sandbox
+box = make_sandbox("bwrap")
+limits = Limits(timeout_s=20, memory_mb=128, max_processes=16, max_file_mb=16)
+fill = box.run_python({FILL_DEVICES!r}, limits=limits)
+hog = '''
+import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+print(n, flush=True)
+time.sleep(4)
+'''
+hogs = []
+threads = [threading.Thread(target=lambda: hogs.append(box.run_python(hog, limits=limits))) for _ in range(3)]
+for thread in threads:
+    thread.start()
+time.sleep(2)
+other = box.run_python("import subprocess\\nprint(sum(subprocess.run(['true']).returncode == 0 for _ in range(5)))",
+                       limits=limits)
+for thread in threads:
+    thread.join()
+print(json.dumps({{"fill": json.loads(fill.stdout), "hogs": [h.stdout.strip() for h in hogs],
+                  "other": other.stdout.strip(), "other_exit": other.exit_code,
+                  "enforced": box.describe()["enforced"]}}))
+"""
+    found = run_unprivileged(script)
+    assert found["fill"]["/dev"] == 0
+    assert sum(found["fill"].values()) <= _files_bound_mb(LIMITS.replace(max_file_mb=16)) * 1024 * 1024
+    # each fork bomb used up its own 16 processes (its shell and python are two of them), nobody else's
+    assert found["hogs"] == ["14"] * 3, found
+    assert found["other"] == "5" and found["other_exit"] == 0, found
+    if os.geteuid() == 0:
+        assert found["enforced"]["user"] == "caller"
+
+
+def test_unprivileged_judges_and_sessions_work_and_hold():
+    script = """
+import json
+from skyrl_gym.runtime import PythonSession, make_sandbox
+from skyrl_gym.envs.code.humaneval import HumanEvalProblem, judge_humaneval
+from skyrl_gym.envs.code.problems import humaneval_rows
+from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio
+box = make_sandbox("bwrap")
+problem = HumanEvalProblem.from_dict(humaneval_rows()[0]["reward_spec"]["ground_truth"])
+canonical = judge_humaneval(box, problem, problem.prompt + problem.canonical_solution).passed
+hacked = judge_humaneval(box, problem, "class A:\\n    __eq__ = lambda s, o: True\\nreturn A()").passed
+stdio = judge_stdio(box, "print(sum(map(int, input().split())))", [StdioTest("1 2\\n", "3\\n")]).passed
+with PythonSession(box, cell_timeout_s=2) as session:
+    session.run_cell("import sys\\nm = sys.modules['__main__']\\nm.receive = lambda: {}")
+    blocked = session.run_cell("x = '" + "a" * 200000 + "'")
+    alive = session.run_cell("print('alive')").output
+print(json.dumps({"canonical": canonical, "hacked": hacked, "stdio": stdio, "blocked": blocked.crashed,
+                  "alive": alive}))
+"""
+    found = run_unprivileged(script)
+    assert found == {"canonical": True, "hacked": False, "stdio": True, "blocked": True, "alive": "alive\n"}
+
+
+def test_unprivileged_start_failures_are_machinery_errors():
+    script = """
+import json, resource
+import skyrl_gym
+from skyrl_gym.runtime import make_sandbox, register_backend
+from skyrl_gym.runtime.bwrap import BwrapSandbox
+register_backend("broken", lambda **o: BwrapSandbox(ro_paths=["/nonexistent/x"], **o), strength=-1)
+broken = make_sandbox("broken").run_python("print(1)")
+env = skyrl_gym.make("python", env_config={"sandbox": "broken", "persistent": False})
+env.reset(seed=0)
+step = env.step("```python\\nprint(1)\\n```")
+box = make_sandbox("bwrap")
+assert box.run_python("print(1)").stdout == "1\\n"
+# the user's own process budget is used up (by something else on the machine): no sandbox can start
+soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+resource.setrlimit(resource.RLIMIT_NPROC, (1, hard))
+full = box.run_python("print(1)")
+print(json.dumps({"broken": [broken.exit_code, broken.stderr[:60]], "end": step["metadata"].get("end"),
+                  "full": [full.exit_code, full.explain()]}))
+"""
+    found = run_unprivileged(script)
+    assert found["broken"][0] is None
+    assert found["broken"][1].startswith("the sandbox could not start the command: bwrap: Can't")
+    assert found["end"] == "error"
+    assert found["full"] == [None, "could not be started"]
+
+
+# -- class 5: temporary folders of dead owners -----------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_folders_and_groups_of_dead_or_replaced_owners_are_swept():
+    from skyrl_gym.runtime.cgroups import owner_tag, start_time
+    from skyrl_gym.runtime.process import _make_work_root, sweep_stale_folders
+
+    root = _make_work_root()
+    me, dead = os.getpid(), _dead_pid()
+    init_start = start_time(1)
+    stale = [
+        f"{dead}-12345-aaaa",  # a dead owner
+        f"{dead}-oldstyle",  # a dead owner, older naming
+        f"{me}-{(start_time(me) or 0) + 1}-bbbb",  # an earlier process that had our pid (a restarted container)
+        f"1-{(init_start or 0) + 7}-cccc",  # a live pid that belongs to another process now
+    ]
+    kept = [f"{owner_tag(me)}-dddd", "1-oldstyle-live"]
+    for name in stale + kept:
+        (root / name).mkdir()
+        (root / name / "file").write_text("x")
+    try:
+        assert sweep_stale_folders() >= len(stale)
+        left = {p.name for p in root.iterdir()}
+        assert not left & set(stale) and set(kept) <= left
+    finally:
+        for name in stale + kept:
+            subprocess.run(["rm", "-rf", str(root / name)])
+    if cg.available():
+        parents = (
+            [cg.ROOT / cg.GROUP] if cg.version() == 2 else [cg.ROOT / c / cg.GROUP for c in cg.V1_CONTROLLERS]
+        )
+        names = [f"{dead}-12345-0", f"{me}-{(start_time(me) or 0) + 1}-0"]
+        for parent in parents:
+            for name in names:
+                (parent / name).mkdir(parents=True)
+        assert cg.sweep_stale() >= len(names)
+        assert not [p / n for p in parents for n in names if (p / n).exists()]
+
+
+def test_a_long_lived_process_sweeps_again_while_runs_start(monkeypatch):
+    from skyrl_gym.runtime import cgroups
+    from skyrl_gym.runtime.process import _make_work_root
+
+    sandbox = make_sandbox("process", limits=LIMITS)  # sweeps once when made, and at its first run
+    assert sandbox.run_python("print(1)").ok
+    stale = _make_work_root() / f"{_dead_pid()}-999-late"
+    stale.mkdir()
+    assert sandbox.run_python("print(1)").ok
+    assert stale.exists()  # the next sweep is not due yet
+    monkeypatch.setattr(cgroups, "_last_sweep", {})
+    assert sandbox.run_python("print(1)").ok
+    assert not stale.exists()
+    assert_nothing_left_at_all()
+
+
+def test_a_killed_owner_of_judges_and_sessions_leaves_nothing(tmp_path):
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import threading\n"
+        "from skyrl_gym.runtime import Limits, PythonSession, make_sandbox\n"
+        "from skyrl_gym.envs.code.humaneval import HumanEvalProblem, judge_humaneval\n"
+        "from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio\n"
+        "problem = HumanEvalProblem('t', 'def f(x):\\n    pass\\n', 'def check(c):\\n    assert c(1) == 1\\n', 'f')\n"
+        "box = make_sandbox('bwrap')\n"
+        "proc = make_sandbox('process')\n"
+        "loop = 'def f(x):\\n    while True:\\n        pass\\n'\n"
+        "threading.Thread(target=judge_humaneval, args=(box, problem, loop), kwargs={'timeout_s': 60}, daemon=True).start()\n"
+        "threading.Thread(target=judge_stdio, args=(proc, 'while True: pass', [StdioTest('', '')]),\n"
+        "                 kwargs={'time_limit_s': 60}, daemon=True).start()\n"
+        "session = PythonSession(box)\n"
+        'session.run_cell(\'import subprocess; subprocess.Popen(["sleep", "60"], start_new_session=True)\')\n'
+        "print('ready', flush=True)\n"
+        "threading.Event().wait()\n"
+    )
+    owner = subprocess.Popen([os.sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert owner.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    assert sandbox_processes(owner.pid)
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 5
+    while sandbox_processes(owner.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sandbox_processes(owner.pid) == []
+    ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+    assert "while True: pass" not in ps and "judge.py" not in ps and "sleep 60" not in ps
+    make_sandbox("bwrap")
+    make_sandbox("process")
+    assert not [p for p in work_root().iterdir() if p.name.startswith(f"{owner.pid}-")]
+    if cg.available():
+        roots = (
+            [cg.ROOT / cg.GROUP] if cg.version() == 2 else [cg.ROOT / c / cg.GROUP for c in cg.V1_CONTROLLERS]
+        )
+        assert not [p for r in roots if r.exists() for p in r.iterdir() if p.name.startswith(f"{owner.pid}-")]

@@ -45,7 +45,7 @@ def wait_warm(box, n: int = 1) -> None:
 def test_bubblewrap_is_the_default_here():
     # CI installs bubblewrap: the strongest backend must be the one chosen
     assert shutil.which("bwrap"), "bubblewrap is not installed (apt-get install bubblewrap)"
-    assert available_backends() == ["bwrap", "process"]
+    assert available_backends()[:2] == ["bwrap", "process"]  # weaker or opt-in backends (docker) come after
     box = make_sandbox()
     assert box.name == "bwrap" and box.isolation == "namespaces"
     assert box.describe()["enforced"]["network"].startswith("none")
