@@ -91,3 +91,11 @@ register(
     description="recursive language model: code in a sandboxed REPL over a long context, with llm_query "
     "callbacks (SkyRL's RLM protocol); bundled needle-in-a-logbook tasks",
 )
+register(
+    id="terminal",
+    entry_point="skyrl_gym.envs.terminal.env:TerminalEnv",
+    budget={"step_timeout_s": 300.0, "episode_timeout_s": 3600.0, "max_observation_chars": 16384},
+    description="Linux terminal tasks (Harbor / Terminal-Bench 2 folders) in a Docker container: <bash> "
+    "commands, <submit/>, the task's tests after the episode; offline task set in datasets/terminal",
+    nondeterministic=True,
+)

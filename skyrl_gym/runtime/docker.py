@@ -620,9 +620,9 @@ class DockerContainer:
             self.id = created["Id"]
             self.engine.track(self)
             try:
-                if archive:
-                    api.put_archive(self.id, workdir, archive)
                 api.start(self.id)
+                if archive:  # after the start: the volume is mounted only then
+                    api.put_archive(self.id, workdir, archive)
             except BaseException:
                 self.remove()
                 raise
@@ -791,6 +791,29 @@ class DockerContainer:
             self.engine.api.exec_start(exec_id)
         return 0
 
+    def kill_commands(self) -> None:
+        """Kill everything running in the container but its own first processes (init and its ``sleep``):
+        every command, shell and leftover background process; the container stays up."""
+        if self.engine.local and os.path.isdir("/proc/1"):
+            try:
+                init = int(self.engine.api.inspect_container(self.id)["State"]["Pid"])
+            except Exception:
+                init = 0
+            keep = {init, *_child_pids(init)}
+            with self._paused():
+                for pid in self.host_pids():
+                    if pid not in keep:
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+            return
+        script = (
+            'keep="1 $(cat /proc/1/task/1/children 2>/dev/null)"; for p in /proc/[0-9]*; do n=${p#/proc/}; '
+            'case " $keep $$ " in *" $n "*) continue;; esac; kill -9 "$n" 2>/dev/null; done'
+        )
+        with contextlib.suppress(Exception):
+            exec_id = self.engine.api.exec_create(self.id, ["/bin/sh", "-c", script], user=self.user)["Id"]
+            self.engine.api.exec_start(exec_id)
+
     @contextlib.contextmanager
     def _paused(self):
         api = self.engine.api
@@ -879,6 +902,14 @@ class DockerContainer:
     def shell(self, **options: Any) -> ShellSession:
         """A persistent bash in this container (see :class:`ShellSession`)."""
         return ShellSession(self, **options)
+
+
+def _child_pids(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            return [int(n) for n in handle.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _tar(files: FileMap, mode: int) -> bytes:

@@ -1,0 +1,17 @@
+set -e
+export GIT_AUTHOR_DATE='2024-01-01T00:00:00Z' GIT_COMMITTER_DATE='2024-01-01T00:00:00Z'
+export GIT_AUTHOR_NAME=dev GIT_AUTHOR_EMAIL=dev@example.com GIT_COMMITTER_NAME=dev GIT_COMMITTER_EMAIL=dev@example.com
+mkdir -p repo && cd repo && git init -q -b main
+printf 'def total():\n    return sum(VALUES)\n\nVALUES = []\n' > calc.py
+printf '#!/bin/sh\n# passes while every value is positive\npython3 -c "import calc; assert all(v > 0 for v in calc.VALUES), calc.VALUES"\n' > test.sh && chmod +x test.sh
+git add -A && git commit -qm 'step 0'
+echo 'VALUES.append(18)' >> calc.py && git commit -qam 'step 1'
+echo 'VALUES.append(2)' >> calc.py && git commit -qam 'step 2'
+echo 'VALUES.append(23)' >> calc.py && git commit -qam 'step 3'
+echo 'VALUES.append(4)' >> calc.py && git commit -qam 'step 4'
+echo 'VALUES.append(-14)' >> calc.py && git commit -qam 'step 5'
+echo 'VALUES.append(1)' >> calc.py && git commit -qam 'step 6'
+echo 'VALUES.append(30)' >> calc.py && git commit -qam 'step 7'
+echo 'VALUES.append(37)' >> calc.py && git commit -qam 'step 8'
+echo 'VALUES.append(19)' >> calc.py && git commit -qam 'step 9'
+echo 'VALUES.append(34)' >> calc.py && git commit -qam 'step 10'

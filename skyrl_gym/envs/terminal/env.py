@@ -1,0 +1,457 @@
+"""``TerminalEnv``: a Linux terminal task in a Docker container, verified by the task's tests after the episode.
+
+The stages are apart, as a dispatcher schedules them:
+
+- set-up (``init``): the task's image is built if needed (cached by the folder's content) and a container
+  started for the episode (from a pool of started ones with ``env_config.pool``); ``info["setup_s"]``;
+- the episode (``step``): each turn the model writes shell commands, as ``<bash>...</bash>`` blocks or ``bash``
+  tool calls (``<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>``). They run, in order,
+  in one persistent bash (cwd, variables and background jobs live across turns) as an unprivileged user without
+  network; the observation shows each command's output (stdout and stderr together, as a terminal shows them),
+  exit code and how long it took. A command that runs past ``command_timeout_s`` is interrupted and the shell
+  stays usable. ``<submit/>`` (or a ``submit`` tool call) ends the episode; so do ``max_turns`` replies and the
+  task's agent timeout (``[agent] timeout_sec``), as truncated;
+- verification (:meth:`TerminalEnv.verify`, run when the episode ends): the agent's processes are killed, the
+  task's ``tests/`` are copied into ``/tests`` (they never enter the container before) and ``tests/test.sh``
+  runs under the task's verifier timeout; the reward is what it wrote to ``/logs/verifier/reward.txt``. Its
+  time, exit code and reward are reported apart from the steps, in ``metadata["verification"]`` of the last step
+  and in :attr:`TerminalEnv.verification`.
+
+Made without a task, ``reset(seed=...)`` draws one from the test split of ``datasets/terminal``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import math
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from skyrl_gym.budget import END_TERMINATED, END_TRUNCATED
+from skyrl_gym.core import Task
+from skyrl_gym.envs.base_text_env import (
+    BaseTextEnv,
+    BaseTextEnvStepOutput,
+    ConversationType,
+    env_config_values,
+    positive_int,
+    task_ground_truth,
+)
+from skyrl_gym.envs.terminal.task import TerminalTask, default_tasks_dir, load_split, load_task, task_image
+from skyrl_gym.tools.parsing import ToolCall, ToolCallParseError, parse_tag_calls, parse_tool_calls
+
+__all__ = ["TerminalEnv", "TerminalEnvConfig", "instruction_prompt", "SYSTEM_PROMPT"]
+
+SYSTEM_PROMPT = (
+    "You are working in a Linux terminal (bash) to complete a task. Run shell commands by writing them in "
+    "<bash>...</bash> (or with the bash tool: "
+    '<tool_call>{"name": "bash", "arguments": {"command": "..."}}</tool_call>); you will see each '
+    "command's output, exit code and duration. The shell keeps its state (current folder, variables, "
+    "background jobs) between commands. There is no network. When the task is done, write <submit/>."
+)
+_SUBMIT = re.compile(r"<submit\s*/?>", re.IGNORECASE)
+
+
+def instruction_prompt(task: TerminalTask) -> ConversationType:
+    """The chat prompt of a task: the protocol as a system message, the instruction as the user's."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": task.instruction.strip()},
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class TerminalEnvConfig:
+    """The environment's settings (``env_config``); every field has a default."""
+
+    max_turns: int = 30
+    """Replies per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins)."""
+    tasks_dir: str | None = None
+    """Where task folders named by a row are found (default: ``$SKYRL_TERMINAL_TASKS`` or the repository's
+    ``datasets/terminal/tasks``)."""
+    command_timeout_s: float = 30.0
+    """Wall-clock seconds one command may run before it is interrupted."""
+    max_commands_per_turn: int = 4
+    """Commands run per reply; later ones are skipped with a note."""
+    max_output_chars: int = 4000
+    """Characters of one command's output shown (its beginning and end are kept)."""
+    max_processes: int = 256
+    """Processes and threads alive at once in the container."""
+    pool: int = 0
+    """Containers per task image kept started ahead of time (shared by the episodes of this process)."""
+    timings: bool = True
+    """Show how long each command and the verification took (observations and metadata); ``False`` makes equal
+    actions give byte-equal episodes."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_commands_per_turn", "max_output_chars", "max_processes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
+        if isinstance(self.pool, bool) or not isinstance(self.pool, int) or self.pool < 0:
+            raise ValueError(f"env_config.pool must be a non-negative integer, got {self.pool!r}")
+        timeout = self.command_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise ValueError(f"env_config.command_timeout_s must be a positive number, got {timeout!r}")
+        if not isinstance(self.timings, bool):
+            raise ValueError(f"env_config.timings must be true or false, got {self.timings!r}")
+
+    @classmethod
+    def from_env_config(cls, env_config: Any) -> TerminalEnvConfig:
+        """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
+        if isinstance(env_config, cls):
+            return env_config
+        return cls(**env_config_values(env_config, cls, "terminal"))
+
+
+_pools: dict[tuple, Any] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool_for(size: int, options: dict[str, Any]) -> Any:
+    """The process's pool of started containers for one image and set of limits."""
+    from skyrl_gym.runtime.docker import ContainerPool
+
+    key = (size, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = ContainerPool(size, **options)
+        return pool
+
+
+class TerminalEnv(BaseTextEnv):
+    """A terminal task (SkyRL constructor: ``TerminalEnv(env_config, extras)``).
+
+    ``extras`` names the task: ``task_path`` (a task folder) or ``reward_spec["ground_truth"]`` (a task name
+    under ``tasks_dir``). ``step`` metadata holds the ``turn``, the ``commands`` run (exit code, duration,
+    timed_out, oom, output_truncated, restarted), ``submitted``, and on the last step the ``verification``.
+    """
+
+    protocol_tags = ("bash", "submit")
+    stop_strings = ("</bash>", "</tool_call>", "<submit/>")
+    """Where a turn's generation should stop: after a command, a tool call, or the submission."""
+    hostile_actions = (
+        "<bash>:(){ :|:& };:</bash>",
+        "<bash>python3 -c 'x = bytearray(8 * 1024 ** 3)'</bash>",
+        "<bash>dd if=/dev/zero of=fill bs=1M count=100000; dd if=/dev/zero of=/tmp/fill bs=1M</bash>",
+        "<bash>yes 'gigabytes of output'</bash>",
+        "<bash>curl -sS -m 3 http://1.1.1.1/ ; nc -w 2 -z 8.8.8.8 53</bash>",
+        "<bash>mount -t tmpfs x /mnt; chroot / true; echo 1 > /proc/sys/kernel/panic; sudo true</bash>",
+        "<bash>(sleep 1000 &) ; nohup sleep 1000 & setsid sleep 1000 &</bash>",
+        "<bash>exit 7</bash>",
+    )
+    """Commands the container must contain without failing: fork bomb, memory hog, disk fill, gigabytes of output,
+    network, privileged operations, processes left behind, a shell that exits."""
+
+    def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
+        super().__init__(env_config, extras)
+        self.config = TerminalEnvConfig.from_env_config(env_config)
+        self.task: TerminalTask | None = None
+        if extras is not None:
+            ground_truth = task_ground_truth(extras, "terminal")
+            self.task = self._resolve_task(self.extras.get("task_path"), ground_truth)
+        max_turns = self.extras.get("max_turns")
+        self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
+        self.container: Any = None
+        self.shell: Any = None
+        self.verification: dict[str, Any] | None = None
+        self.submitted = False
+        self.commands = 0
+        self.command_timeouts = 0
+        self.setup_s = 0.0
+        self._started_at = 0.0
+        self._lock = threading.Lock()
+
+    def _resolve_task(self, task_path: Any, ground_truth: Any) -> TerminalTask:
+        root = Path(self.config.tasks_dir) if self.config.tasks_dir else default_tasks_dir()
+        if task_path:
+            path = Path(str(task_path))
+            return load_task(path if path.is_absolute() or path.is_dir() else root / path)
+        name = ground_truth.get("task") if isinstance(ground_truth, dict) else ground_truth
+        if not isinstance(name, str) or not name:
+            raise ValueError(
+                "terminal needs a task: extras={'task_path': '<task folder>'} or "
+                "extras={'reward_spec': {'method': 'tests', 'ground_truth': '<task name>'}}"
+            )
+        return load_task(root / name)
+
+    # -- tasks ----------------------------------------------------------------------------------------------
+    def sample_task(self, seed: int | None = None) -> Task:
+        """A task of the test split of ``datasets/terminal``, the same one for the same seed."""
+        root = Path(self.config.tasks_dir) if self.config.tasks_dir else None
+        tasks = load_split("test", root)
+        task = tasks[(seed or 0) % len(tasks)]
+        return {
+            "prompt": instruction_prompt(task),
+            "extras": {
+                "reward_spec": {"method": "tests", "ground_truth": task.name},
+                "task_path": str(task.path),
+            },
+        }
+
+    def reference_action(self) -> list[str] | None:
+        """The task's ``solution/solve.sh`` run in the shell, then ``<submit/>`` (which earns 1.0)."""
+        solution = None if self.task is None else self.task.solution
+        if solution is None:
+            return None
+        encoded = base64.b64encode(solution.encode()).decode()
+        command = f"echo {encoded} | base64 -d > /tmp/solve.sh && bash /tmp/solve.sh"
+        return [f"<bash>{command}</bash>", "<submit/>"]
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+    def _container_options(self, task: TerminalTask, image: str) -> dict[str, Any]:
+        from skyrl_gym.runtime import Limits
+
+        limits = Limits(
+            timeout_s=self.config.command_timeout_s,
+            memory_mb=task.memory_mb,
+            max_processes=self.config.max_processes,
+            max_file_mb=min(task.storage_mb, 1024),
+            max_output_bytes=64 * 1024,
+        )
+        return {
+            "image": image,
+            "limits": limits,
+            "cpus": task.cpus,
+            "disk_mb": task.storage_mb,
+            "network": task.allow_internet,
+        }
+
+    def _start(self) -> None:
+        """Set-up: build the task's image if needed and start the episode's container and shell."""
+        if self.container is not None:
+            return
+        if self.task is None:
+            raise ValueError(
+                "TerminalEnv needs a task: make it with extras={'task_path': ...} (or a row of "
+                "datasets/terminal), or start it with reset(seed=...) to draw one from the test split"
+            )
+        from skyrl_gym.runtime.docker import DockerContainer
+
+        begin = time.monotonic()
+        options = self._container_options(self.task, task_image(self.task))
+        if self.config.pool:
+            container = _pool_for(self.config.pool, options).acquire()
+        else:
+            container = DockerContainer(**options)
+        with self._lock:
+            self.container = container
+        self.shell = container.shell(max_output_bytes=max(4096, self.config.max_output_chars * 4))
+        self.setup_s = time.monotonic() - begin
+        self._started_at = time.monotonic()
+
+    def init(self, prompt: ConversationType | None = None) -> tuple[ConversationType, dict[str, Any]]:
+        self._start()
+        assert self.task is not None
+        if not prompt:
+            prompt = instruction_prompt(self.task)
+        info: dict[str, Any] = {
+            "task": self.task.name,
+            "max_turns": self.max_turns,
+            "image": self.container.image,
+            "sandbox": "docker",
+        }
+        if self.config.timings:
+            info["setup_s"] = round(self.setup_s, 4)
+        return prompt, info
+
+    # -- the episode ----------------------------------------------------------------------------------------
+    def _parse(self, action: str) -> tuple[list[str], list[str], bool]:
+        """The commands of a reply (tag blocks and tool calls, in text order), notes on malformed ones, and
+        whether it submits."""
+        found: list[tuple[int, str]] = []
+        notes: list[str] = []
+        for item in parse_tag_calls(action, "bash"):
+            if isinstance(item, ToolCall):
+                found.append((action.find(item.raw), item.arguments["input"]))
+            else:
+                notes.append(item.message)
+        submit = bool(_SUBMIT.search(action))
+        for item in parse_tool_calls(action):
+            if isinstance(item, ToolCallParseError):
+                notes.append(item.message)
+            elif item.name == "submit":
+                submit = True
+            elif item.name == "bash":
+                command = item.arguments.get("command", item.arguments.get("cmd"))
+                if isinstance(command, str):
+                    found.append((action.find(item.raw), command))
+                else:
+                    notes.append('Error: the bash tool takes {"command": "<shell command>"} (a string).')
+            else:
+                notes.append(f"Error: unknown tool {item.name[:100]!r}; the tools are bash and submit.")
+        found.sort(key=lambda pair: pair[0])
+        return [command for _, command in found], notes, submit
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        self._start()
+        self.turns += 1
+        text = action if isinstance(action, str) else ""
+        commands, notes, submit = self._parse(text)
+        metadata: dict[str, Any] = {"turn": self.turns, "commands": [], "submitted": False}
+        sections: list[str] = []
+        limit = self.config.max_commands_per_turn
+        for number, command in enumerate(commands):
+            if number == limit:
+                sections.append(
+                    f"[{len(commands) - limit} more command(s) not run: at most {limit} per reply.]"
+                )
+                break
+            sections.append(self._run_command(command, metadata))
+        sections += notes
+        elapsed = time.monotonic() - self._started_at
+        if submit:
+            self.submitted = True
+            metadata["submitted"] = True
+            return self._finish(metadata, END_TERMINATED, sections)
+        if self.task is not None and elapsed > self.task.agent_timeout_s:
+            metadata["truncated_by"] = "agent_timeout"
+            return self._finish(metadata, END_TRUNCATED, sections)
+        if self.turns >= self.max_turns:
+            metadata["truncated_by"] = "max_turns"
+            return self._finish(metadata, END_TRUNCATED, sections)
+        if not commands and not notes:
+            sections.append(
+                "No command found. Write a shell command as <bash>...</bash> (or a bash tool call), "
+                "or <submit/> when the task is done."
+            )
+        sections.append(f"[{self.max_turns - self.turns} turn(s) left]")
+        return BaseTextEnvStepOutput(
+            observations=[{"role": "user", "content": "\n".join(sections)}],
+            reward=0.0,
+            done=False,
+            metadata=metadata,
+        )
+
+    def _run_command(self, command: str, metadata: dict[str, Any]) -> str:
+        if not command.strip():
+            return "(empty command: nothing to run)"
+        result = self.shell.run(command, timeout_s=self.config.command_timeout_s)
+        self.commands += 1
+        self.command_timeouts += int(result.timed_out)
+        record = result.to_metadata()
+        if not self.config.timings:
+            record.pop("duration_s")
+        metadata["commands"].append(record)
+        output, cut = _cap(result.output, self.config.max_output_chars)
+        took = f", {result.duration_s:.2f} s" if self.config.timings else ""
+        if result.timed_out:
+            status = f"timed out after {self.config.command_timeout_s:g} s and was interrupted"
+        elif result.exit_code is None:
+            status = "no exit code"
+        else:
+            status = f"exit code {result.exit_code}"
+        if result.oom:
+            status += "; a process ran out of memory and was killed"
+        if result.shell_exited:
+            status += "; the shell exited, the next command starts a new one"
+        if result.restarted:
+            status += "; the shell had to be restarted: folder, variables and jobs were reset"
+        if cut or result.output_truncated:
+            status += "; output shortened"
+        return f"<output>\n{output}</output>\n[{status}{took}]"
+
+    def _finish(self, metadata: dict[str, Any], end: str, sections: list[str]) -> BaseTextEnvStepOutput:
+        verification = self.verify()
+        metadata["end"] = end
+        metadata["verification"] = verification
+        observations = [{"role": "user", "content": "\n".join(sections)}] if sections else []
+        return BaseTextEnvStepOutput(
+            observations=observations, reward=float(verification["reward"]), done=True, metadata=metadata
+        )
+
+    # -- verification -----------------------------------------------------------------------------------------
+    def verify(self) -> dict[str, Any]:
+        """Run the task's tests in the episode's container (once; later calls return the same result).
+
+        The agent's processes are killed first (nothing it left running can touch the result), then ``tests/``
+        is copied to ``/tests`` and ``bash /tests/test.sh`` runs as the task's user under the verifier timeout.
+        Returns ``reward`` (from ``/logs/verifier/reward.txt``; 0.0 if it wrote none), ``exit_code``,
+        ``timed_out``, ``duration_s`` and a short ``output`` tail.
+        """
+        if self.verification is not None:
+            return self.verification
+        self._start()
+        assert self.task is not None
+        begin = time.monotonic()
+        container = self.container
+        if self.shell is not None:
+            self.shell.close()
+        container.kill_commands()
+        container.exec("rm -rf /tests/* /tests/.[!.]* /logs/verifier; mkdir -p /logs/verifier", timeout_s=30)
+        files = self.task.test_files()
+        if files:
+            container.put_files(files, dest="/tests", mode=0o755)
+        result = container.exec(
+            ["bash", "/tests/test.sh"], timeout_s=self.task.verifier_timeout_s, max_output_bytes=64 * 1024
+        )
+        raw = container.get_file("/logs/verifier/reward.txt", max_bytes=4096)
+        reward, note = _read_reward(raw)
+        verification: dict[str, Any] = {
+            "reward": reward,
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "oom": result.oom,
+            "output": (result.stdout + result.stderr)[-2000:],
+        }
+        if note:
+            verification["note"] = note
+        if self.config.timings:
+            verification["duration_s"] = round(time.monotonic() - begin, 4)
+        self.verification = verification
+        return verification
+
+    # -- the end ----------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            container, self.container = getattr(self, "container", None), None
+        shell = getattr(self, "shell", None)
+        if shell is not None:
+            shell.close()
+        if container is not None:
+            container.remove()
+
+    def abandon(self) -> None:
+        """Remove the container in the background: whatever runs in it stops at once."""
+        container = getattr(self, "container", None)
+        if container is not None:
+            threading.Thread(target=container.remove, name="terminal-abandon", daemon=True).start()
+
+    def get_metrics(self) -> dict[str, Any]:
+        """``turns``, ``commands`` run, ``command_timeouts``, ``submitted``, the verification's ``reward`` and
+        whether the task was ``solved``."""
+        reward = (self.verification or {}).get("reward", 0.0)
+        return {
+            "turns": self.turns,
+            "commands": self.commands,
+            "command_timeouts": self.command_timeouts,
+            "submitted": self.submitted,
+            "reward": reward,
+            "solved": reward >= 1.0,
+        }
+
+
+def _read_reward(raw: bytes | None) -> tuple[float, str]:
+    if raw is None:
+        return 0.0, "tests/test.sh wrote no /logs/verifier/reward.txt"
+    text = raw.decode("utf-8", errors="replace").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0, f"/logs/verifier/reward.txt holds {text[:50]!r}, not a number"
+    if not math.isfinite(value):
+        return 0.0, f"/logs/verifier/reward.txt holds {text[:50]!r}, not a finite number"
+    return value, ""
+
+
+def _cap(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut to about ``limit`` characters, keeping its beginning and its end."""
+    if len(text) <= limit:
+        return text if text.endswith("\n") or not text else text + "\n", False
+    head, tail = text[: limit * 3 // 4], text[-(limit // 4) :]
+    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters not shown ...]\n{tail}\n", True
