@@ -637,6 +637,30 @@ def test_a_sandbox_that_cannot_start_ends_the_episode_in_error(broken_bwrap, env
     assert "could not" in out["metadata"]["error"] or "did not start" in out["metadata"]["error"]
 
 
+MONSTER_PROGRAMS = {
+    "an expression nested 50000 deep": "return " + "-" * 50_000 + "1",
+    "900 KB of code": "x = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n" * 25_000 + "return None",
+    "a definition after 900 KB": "#" * 900_000
+    + "\ndef has_close_elements(numbers, threshold):\n    return True",
+    "attributes 300000 deep": "return x" + ".y" * 300_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MONSTER_PROGRAMS))
+def test_monster_programs_are_wrong_answers_at_a_bounded_cost(name):
+    from skyrl_gym.envs.code.problems import humaneval_rows
+
+    row = humaneval_rows()[0]
+    extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
+    env = skyrl_gym.make("code", env_config={"sandbox": "bwrap", "timeout_s": TIMEOUT_S})
+    env.reset(options={"prompt": row["prompt"], "extras": extras})
+    action = f"```python\n{MONSTER_PROGRAMS[name]}\n```"
+    out = bounded("code env step", lambda: env.step(action), TIMEOUT_S)
+    env.close()
+    assert out["reward"] == 0.0 and out["metadata"]["end"] == "terminated", out["metadata"]
+    assert_nothing_left()
+
+
 # -- class 3: the code judge cannot be fooled ----------------------------------------------------------------------
 
 ALWAYS_EQUAL = """

@@ -21,7 +21,9 @@ So every comparison and every helper the tests use runs on the judge's own value
 builtins: no object with a forged ``__eq__``, no patched ``check`` or builtin, no look at the judge's frames and
 no ``sys.exit``/``os._exit`` can pass. A function that returns anything else (a generator, an instance of its
 own class) fails, as do a child that dies or breaks the exchange. The verdict reaches the host only on lines
-that carry the token; anything else the program writes there is ignored.
+that carry the token; anything else the program writes there is ignored. (All of this holds where the program
+runs without privileges, as in the ``bwrap`` sandbox; the ``process`` backend run as root gives the program
+root's ``CAP_SYS_PTRACE`` and cannot keep any judge's memory from it.)
 
 For feedback the harness can also run the examples of the prompt's docstring (``>>> call`` / expected output) in
 the program's process; they are the problem's public tests, and the judge compares their output itself. Of the
@@ -33,6 +35,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 import secrets
 import textwrap
 from typing import Any
@@ -60,6 +63,8 @@ MAX_VALUE_BYTES = 8 * 1024 * 1024
 MAX_TEXT = 4000
 """Characters kept of an error or of an example's output."""
 STAGES = ("compile", "load", "tests", "run")
+MAX_PARSED_CHARS = 32_000
+"""Longest completion whose syntax tree :func:`defines_function` builds in the caller's process."""
 
 # Runs inside the sandbox with its Python (3.8 or newer); the standard library only.
 HARNESS = (
@@ -206,7 +211,7 @@ def program(calls, answers):
         source = handle.read()
     try:
         code = compile(source, "solution.py", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # the last two: nested too deep
         write_frame(answers, {"stage": "compile", "error": error_text(exc)})
         return
     namespace = {"__name__": "solution", "__builtins__": __builtins__}
@@ -438,10 +443,23 @@ class HumanEvalProblem:
 
 
 def defines_function(code: str, name: str) -> bool:
-    """Whether ``code`` parses and defines ``name`` at its top level."""
+    """Whether ``code`` parses and defines ``name`` at its top level.
+
+    Code longer than :data:`MAX_PARSED_CHARS` is not parsed here, in the caller's process (a syntax tree costs
+    hundreds of bytes per character of source): a line starting ``def <name>(`` decides then.
+    """
+    if len(code) > MAX_PARSED_CHARS:
+        return (
+            re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.MULTILINE) is not None
+        )
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (
+        SyntaxError,
+        ValueError,
+        RecursionError,
+        MemoryError,
+    ):  # MemoryError: the parser's own depth limit
         return False
     return any(
         isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name for node in tree.body
