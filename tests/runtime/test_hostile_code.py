@@ -730,6 +730,8 @@ HACKS = {
     "            os.write(fd, b'%010d\\n' % len(data) + data)\n        except OSError:\n            pass\n"
     "    return None\n",
 }
+HANGING_HACKS = {"stop the judge"}
+"""Hacks that end only at the judge's timeout: tried on two problems, not all."""
 HACKED_PROBLEMS = (
     "HumanEval/0",
     "HumanEval/2",
@@ -753,7 +755,7 @@ def humaneval():
 def test_the_humaneval_judge_cannot_be_fooled(bwrap, humaneval, name):
     from skyrl_gym.envs.code.humaneval import judge_humaneval
 
-    for task_id in HACKED_PROBLEMS:
+    for task_id in HACKED_PROBLEMS[:2] if name in HANGING_HACKS else HACKED_PROBLEMS:
         problem = humaneval[task_id]
         code = HACKS[name].replace("ENTRY", problem.entry_point)
         judgement = bounded(
@@ -843,9 +845,30 @@ def test_the_stdio_judge_cannot_be_fooled(bwrap, name):
 UNPRIVILEGED_UID = 40123
 
 
+MEASURE = """
+import time
+from pathlib import Path
+def _kb(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+measured = []
+def measure(call, timeout_s):
+    before = _kb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
+    start = time.monotonic()
+    result = call()
+    measured.append([time.monotonic() - start, max(0, _kb("VmHWM") - before) / 1024, timeout_s])
+    return result
+"""
+"""What the unprivileged scripts use to time their hostile calls and their peak memory (as ``bounded`` does)."""
+
+
 def run_unprivileged(script: str, timeout_s: float = 120) -> dict:
-    """Run ``script`` (Python; its last line of output is JSON) as an unprivileged user: as the uid
-    UNPRIVILEGED_UID when the tests run as root (setpriv), as the tests' own user otherwise."""
+    """Run ``script`` (Python; its last line of output is JSON, with ``measured``: the calls it timed) as an
+    unprivileged user: as the uid UNPRIVILEGED_UID when the tests run as root (setpriv), as the tests' own user
+    otherwise. The measured calls are checked and recorded like those of ``bounded``."""
+    script = MEASURE + script
     prefix = []
     if os.geteuid() == 0:
         prefix = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}", "--clear-groups"]
@@ -860,7 +883,12 @@ def run_unprivileged(script: str, timeout_s: float = 120) -> dict:
             ["ps", "-o", "pid=,args=", "-u", str(UNPRIVILEGED_UID)], capture_output=True, text=True
         )
         assert ps.stdout.strip() == "", f"processes of the unprivileged user are left: {ps.stdout}"
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    for seconds, growth_mb, limit_s in found.pop("measured", []):
+        worst = _worst.setdefault("unprivileged sandbox", [0.0, 0.0, 0])
+        worst[0], worst[1], worst[2] = max(worst[0], seconds), max(worst[1], growth_mb), worst[2] + 1
+        assert seconds < limit_s + SLACK_S and growth_mb <= MEMORY_BOUND_MB, (seconds, growth_mb)
+    return found
 
 
 FILL_DEVICES = r"""
@@ -903,7 +931,7 @@ import json, threading, time
 from skyrl_gym.runtime import Limits, make_sandbox
 box = make_sandbox("bwrap")
 limits = Limits(timeout_s=20, memory_mb=128, max_processes=16, max_file_mb=16)
-fill = box.run_python({FILL_DEVICES!r}, limits=limits)
+fill = measure(lambda: box.run_python({FILL_DEVICES!r}, limits=limits), 20)
 hog = '''
 import os, time
 n = 0
@@ -920,17 +948,19 @@ print(n, flush=True)
 time.sleep(4)
 '''
 hogs = []
-threads = [threading.Thread(target=lambda: hogs.append(box.run_python(hog, limits=limits))) for _ in range(3)]
+def hog_run():
+    hogs.append(measure(lambda: box.run_python(hog, limits=limits), 20))
+threads = [threading.Thread(target=hog_run) for _ in range(3)]
 for thread in threads:
     thread.start()
 time.sleep(2)
-other = box.run_python("import subprocess\\nprint(sum(subprocess.run(['true']).returncode == 0 for _ in range(5)))",
-                       limits=limits)
+few = "import subprocess\\nprint(sum(subprocess.run(['true']).returncode == 0 for _ in range(5)))"
+other = measure(lambda: box.run_python(few, limits=limits), 20)
 for thread in threads:
     thread.join()
 print(json.dumps({{"fill": json.loads(fill.stdout), "hogs": [h.stdout.strip() for h in hogs],
                   "other": other.stdout.strip(), "other_exit": other.exit_code,
-                  "enforced": box.describe()["enforced"]}}))
+                  "enforced": box.describe()["enforced"], "measured": measured}}))
 """
     found = run_unprivileged(script)
     assert found["fill"]["/dev"] == 0
@@ -952,14 +982,18 @@ from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio
 box = make_sandbox("bwrap")
 problem = HumanEvalProblem.from_dict(humaneval_rows()[0]["reward_spec"]["ground_truth"])
 canonical = judge_humaneval(box, problem, problem.prompt + problem.canonical_solution).passed
-hacked = judge_humaneval(box, problem, "class A:\\n    __eq__ = lambda s, o: True\\nreturn A()").passed
+always_equal = "class A:\\n    __eq__ = lambda s, o: True\\nreturn A()"
+hacked = measure(lambda: judge_humaneval(box, problem, always_equal), 5)
 stdio = judge_stdio(box, "print(sum(map(int, input().split())))", [StdioTest("1 2\\n", "3\\n")]).passed
+stop_reading = "import sys, time\\nm = sys.modules['__main__']\\nm.receive = lambda: time.sleep(3600)"
 with PythonSession(box, cell_timeout_s=2) as session:
-    session.run_cell("import sys\\nm = sys.modules['__main__']\\nm.receive = lambda: {}")
-    blocked = session.run_cell("x = '" + "a" * 200000 + "'")
+    session.run_cell(stop_reading)
+    blocked = measure(lambda: session.run_cell("x = '" + "a" * 200000 + "'"), 2)
     alive = session.run_cell("print('alive')").output
-print(json.dumps({"canonical": canonical, "hacked": hacked, "stdio": stdio, "blocked": blocked.crashed,
-                  "alive": alive}))
+    session.run_cell(stop_reading)
+    measure(session.close, 1)
+print(json.dumps({"canonical": canonical, "hacked": hacked.passed, "stdio": stdio, "blocked": blocked.crashed,
+                  "alive": alive, "measured": measured}))
 """
     found = run_unprivileged(script)
     assert found == {"canonical": True, "hacked": False, "stdio": True, "blocked": True, "alive": "alive\n"}
@@ -972,18 +1006,18 @@ import skyrl_gym
 from skyrl_gym.runtime import make_sandbox, register_backend
 from skyrl_gym.runtime.bwrap import BwrapSandbox
 register_backend("broken", lambda **o: BwrapSandbox(ro_paths=["/nonexistent/x"], **o), strength=-1)
-broken = make_sandbox("broken").run_python("print(1)")
+broken = measure(lambda: make_sandbox("broken").run_python("print(1)"), 10)
 env = skyrl_gym.make("python", env_config={"sandbox": "broken", "persistent": False})
 env.reset(seed=0)
-step = env.step("```python\\nprint(1)\\n```")
+step = measure(lambda: env.step("```python\\nprint(1)\\n```"), 10)
 box = make_sandbox("bwrap")
 assert box.run_python("print(1)").stdout == "1\\n"
 # the user's own process budget is used up (by something else on the machine): no sandbox can start
 soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
 resource.setrlimit(resource.RLIMIT_NPROC, (1, hard))
-full = box.run_python("print(1)")
+full = measure(lambda: box.run_python("print(1)"), 10)
 print(json.dumps({"broken": [broken.exit_code, broken.stderr[:60]], "end": step["metadata"].get("end"),
-                  "full": [full.exit_code, full.explain()]}))
+                  "full": [full.exit_code, full.explain()], "measured": measured}))
 """
     found = run_unprivileged(script)
     assert found["broken"][0] is None
