@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -180,9 +181,10 @@ SQLITE_ALLOWED = [
 
 
 def temp_entries() -> set[str]:
-    """This process's private DuckDB temporary folders that exist now (other processes may have their own)."""
-    prefix = f"skyrl-sql-{os.getpid()}-"
-    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith(prefix)}
+    """The private folders of this process's query workers that exist now (``skyrl-sql-<worker>-<caller>-*``;
+    other processes may have their own)."""
+    mine = re.compile(rf"skyrl-sql-[0-9]+-{os.getpid()}-")
+    return {name for name in os.listdir(tempfile.gettempdir()) if mine.match(name)}
 
 
 def dialect_of(path: Path) -> str:

@@ -1,46 +1,62 @@
-"""The read-only guard: a model's query runs only if it is one statement that reads the database and nothing else.
+"""The read-only guard: a model's query runs only if it is one statement that reads this database and nothing else.
 
 :func:`check_read_only` parses the query with sqlglot (in the database's dialect, then with sqlglot's generic
 parser if that fails) and accepts exactly one statement of these kinds: ``SELECT`` (with ``WITH``), the set
-operations ``UNION`` / ``INTERSECT`` / ``EXCEPT``, ``VALUES``, and ``EXPLAIN`` of one of those. Anything else
-is refused with a message that tells the model what is allowed:
+operations ``UNION`` / ``INTERSECT`` / ``EXPLAIN`` of one of those, and ``VALUES``. Then it checks what the
+query reads against an allow-list, :class:`Relations`:
 
-- statements that change or administer the database: DDL, DML (also inside a ``WITH``), ``SELECT ... INTO``,
-  ``ATTACH`` / ``DETACH``, ``COPY``, ``EXPORT`` / ``IMPORT``, ``INSTALL`` / ``LOAD``, ``PRAGMA``, ``SET`` /
-  ``RESET``, ``CALL``, ``CHECKPOINT``, ``VACUUM``, transactions, ``DESCRIBE`` / ``SHOW`` / ``SUMMARIZE``;
-- functions that read or write files, reach the network or other databases, or reveal the server's settings
-  (``read_csv``, ``read_parquet``, ``read_text``, ``glob``, ``sqlite_scan``, ``load_extension``,
-  ``readfile``, ``current_setting``, ``query(...)``, ``duckdb_settings()``, ...), and any table function
-  outside a short allow-list (``range``, ``generate_series``, ``unnest``, ``json_each``, DuckDB's catalog
-  functions);
-- table references that are file paths or URLs (``FROM 'data.csv'``);
-- several statements at once, and text that cannot be parsed (it cannot be checked).
+- every table reference (in ``FROM``, a ``JOIN``, a subquery, a ``LATERAL``, a ``PIVOT``, ``TABLE t``...) must
+  be a common table expression in scope, one of the database's own tables and views, or one of a few
+  catalogue views that describe only the database's schema (:data:`CATALOG_RELATIONS`:
+  ``information_schema.tables``, ``sqlite_master``...). The engine's system views (``pg_settings``,
+  ``duckdb_databases``, ``pragma_database_list``...), other schemas and catalogues are refused; an unknown
+  name is refused with the database's table names (kind ``schema``);
+- every table function, however it is called (``FROM f()``, ``LATERAL f()``, ``JOIN f() ON``...), must be
+  one that computes rows from its arguments alone (:data:`ALLOWED_TABLE_FUNCTIONS`: ``range``,
+  ``generate_series``, ``unnest``...) or a catalogue function of that list;
+- scalar functions that read files, reach the network, run SQL from a string, or read or change the
+  engine's state (settings, variables, sequences, the random seed, the log) are refused
+  (:data:`DENIED_FUNCTIONS`);
+- table references that are file paths or URLs (``FROM 'data.csv'``) are refused.
 
-For DuckDB, DuckDB's own parser must also see exactly one ``SELECT`` or ``EXPLAIN`` statement, so that no
-difference between the two parsers can smuggle a second statement through. The guard is the first line of
-defence only: connections are read-only and sandboxed as well (see :mod:`.database`).
+Anything else (DDL, DML also inside a ``WITH``, ``SELECT ... INTO``, ``ATTACH``, ``COPY``, ``EXPORT``,
+``INSTALL``/``LOAD``, ``PRAGMA``, ``SET``, ``CALL``, ``CHECKPOINT``, ``VACUUM``, transactions, ``DESCRIBE`` /
+``SHOW`` / ``SUMMARIZE``, several statements, text that cannot be parsed) is refused with a message that
+says what was refused and what is allowed, without host paths.
 
-Verdicts are cached per (query, dialect), so a query that is run again costs a dictionary lookup.
+For DuckDB, DuckDB's own parser must also see exactly one ``SELECT`` or ``EXPLAIN`` statement, and the same
+allow-list is checked a second time on DuckDB's own parse tree (``json_serialize_sql``), with DuckDB's own
+rules for the scope of common table expressions, so that no difference between the two parsers can smuggle
+a table or a function through. The guard is the first line of defence only: connections are read-only, and
+SQLite's authorizer allows reading only the database's own tables (see :mod:`.db_sqlite`).
+
+Verdicts are cached per (query, dialect, relations), so a query that is run again costs a dictionary lookup.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import json
 import logging
 import re
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
-from skyrl_gym.envs.sql.database import UnparsableQuery, UnsafeQuery
+from skyrl_gym.envs.sql.db_base import UnparsableQuery, UnsafeQuery
 
 __all__ = [
     "ALLOWED_TABLE_FUNCTIONS",
+    "CATALOG_RELATIONS",
     "DENIED_FUNCTIONS",
     "MAX_QUERY_CHARS",
+    "Relations",
+    "UnknownRelation",
     "check_read_only",
 ]
 
@@ -71,25 +87,29 @@ DENIED_FUNCTIONS = frozenset(
         "http_head",
         "dbgen",
         "dsdgen",
-        # SQL inside strings, settings, secrets, sequences
+        # SQL inside strings
         "query",
         "query_table",
         "sql_auto_complete",
         "json_execute_serialized_sql",
         "from_substrait",
         "from_substrait_json",
+        # the engine's state: settings, variables, secrets, sequences, the random seed, the log, checkpoints
         "current_setting",
         "getenv",
         "getvariable",
         "which_secret",
         "nextval",
         "currval",
+        "setseed",
+        "write_log",
         "checkpoint",
         "force_checkpoint",
         "enable_profiling",
+        "truncate_duckdb_logs",
     }
 )
-"""Functions refused anywhere in a query (names compared in lower case)."""
+"""Scalar functions refused anywhere in a query (names compared in lower case)."""
 
 _DENIED_PREFIXES = ("read_", "write_", "pragma_", "sqlite_", "postgres_", "mysql_", "iceberg_", "delta_")
 _DENIED_SUFFIXES = ("_scan", "_attach", "_query", "_execute", "_secret", "_secrets")
@@ -103,17 +123,104 @@ _DUCKDB_CATALOG_FUNCTIONS = frozenset(
         "duckdb_schemas",
         "duckdb_types",
         "duckdb_keywords",
-        "duckdb_sequences",
-        "duckdb_functions",
     }
 )
 ALLOWED_TABLE_FUNCTIONS = frozenset(
     {"range", "generate_series", "unnest", "json_each", "json_tree", "generate_subscripts"}
     | _DUCKDB_CATALOG_FUNCTIONS
 )
-"""The only functions allowed in a ``FROM`` clause (their results come from the query itself)."""
+"""The only table functions a DuckDB query may call: they compute rows from their arguments, or describe
+only the schema (SQLite queries may call none: its authorizer refuses its table-valued functions)."""
 
-_ALLOWED_TABLE_FUNCTION_CLASSES = (exp.GenerateSeries, exp.Unnest, exp.Explode)
+CATALOG_RELATIONS: dict[str, frozenset[tuple[str, str]]] = {
+    "duckdb": frozenset(
+        [("main", name) for name in sorted(_DUCKDB_CATALOG_FUNCTIONS - {"duckdb_keywords"})]
+        + [("main", "sqlite_master"), ("main", "sqlite_schema")]
+        + [
+            ("information_schema", name)
+            for name in (
+                "tables",
+                "columns",
+                "views",
+                "schemata",
+                "table_constraints",
+                "key_column_usage",
+                "referential_constraints",
+                "constraint_column_usage",
+                "check_constraints",
+            )
+        ]
+    ),
+    "sqlite": frozenset(
+        [("main", "sqlite_master"), ("main", "sqlite_schema"), ("temp", "sqlite_temp_master")]
+        + [("temp", "sqlite_temp_schema")]
+    ),
+}
+"""The engines' catalogue views a query may read besides the database's own tables, as (schema, name): they
+describe only the schema (names, types, keys), never settings, files or other databases."""
+
+_SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
+_SYSTEM_CATALOGS = frozenset({"system", "temp"})
+_SYSTEM_PREFIXES = ("duckdb_", "pg_", "pragma_", "sqlite_")
+_SQLITE_SYSTEM = frozenset({"json_each", "json_tree", "dbstat", "fts3tokenize", "generate_series", "carray"})
+_SHOWN_NAMES = 40
+
+
+class UnknownRelation(UnsafeQuery):
+    """The guard refused a table reference that names no table of the database (kind ``schema``)."""
+
+    kind = "schema"
+
+
+class Relations:
+    """What a query may read: one database's own tables and views (and :data:`CATALOG_RELATIONS`).
+
+    Make one with :meth:`of`; a :class:`~skyrl_gym.envs.sql.db_base.Database` makes its own
+    (``db.relations()``). Names compare as the engines compare them, without regard to case.
+    """
+
+    __slots__ = ("_hash", "catalog", "dialect", "names", "tables")
+
+    def __init__(self, dialect: str, tables: Iterable[tuple[str, str]], catalog: str | None = None):
+        pairs = [(str(schema), str(name)) for schema, name in tables]
+        self.dialect = dialect
+        self.catalog = catalog.lower() if catalog else None
+        self.tables = frozenset((schema.lower(), name.lower()) for schema, name in pairs)
+        self.names = tuple(name if schema.lower() == "main" else f"{schema}.{name}" for schema, name in pairs)
+        self._hash = hash((dialect, self.catalog, self.tables))
+
+    @classmethod
+    def of(cls, dialect: str, tables: Iterable[Any], catalog: str | None = None) -> Relations:
+        """From ``(schema, name)`` pairs, or names (``"t"`` for ``main.t``, ``"s.t"``)."""
+        pairs = []
+        for table in tables:
+            if isinstance(table, str):
+                schema, _, name = table.rpartition(".")
+                pairs.append((schema or "main", name))
+            else:
+                pairs.append((str(table[0]), str(table[1])))
+        return cls(dialect, pairs, catalog)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, Relations)
+            and (self.dialect, self.catalog, self.tables) == (other.dialect, other.catalog, other.tables)
+        )
+
+    def listing(self) -> str:
+        """The names, for a message (the first few, then how many more)."""
+        names = sorted(self.names, key=str.lower)
+        if not names:
+            return "(none)"
+        shown = ", ".join(names[:_SHOWN_NAMES])
+        return shown + (f" and {len(names) - _SHOWN_NAMES} more" if len(names) > _SHOWN_NAMES else "")
+
+    def __repr__(self) -> str:
+        return f"Relations({self.dialect!r}, {len(self.tables)} tables, catalog={self.catalog!r})"
+
 
 _STATEMENT_NAMES = {
     "Insert": "INSERT",
@@ -155,6 +262,8 @@ _STATEMENT_NAMES = {
     "StoredProcedure": "a stored procedure",
     "Command": "this",
 }
+
+
 _FORBIDDEN_NODES = tuple(getattr(exp, name) for name in _STATEMENT_NAMES if hasattr(exp, name))
 
 # A table name that is really a file or a URL: a path separator, a scheme, a home folder, or an extension.
@@ -175,23 +284,28 @@ class _DropGuardParseWarnings(logging.Filter):
 logging.getLogger("sqlglot").addFilter(_DropGuardParseWarnings())
 
 
-def check_read_only(sql: str, dialect: str) -> str:
+def check_read_only(sql: str, dialect: str, relations: Relations | Iterable[Any] | None = None) -> str:
     """Return ``sql`` (stripped of surrounding space and trailing semicolons) if it is one read-only query.
 
     Args:
         sql: the query, as the model wrote it.
         dialect: the database's dialect, ``"duckdb"`` or ``"sqlite"`` (any sqlglot dialect name works).
+        relations: what the query may read (:class:`Relations`, or table names); ``None`` allows any table
+            that is not one of the engine's system relations (for checking a query without its database).
 
     Raises:
         UnsafeQuery: the query is not allowed; the message says why, for the model.
+        UnknownRelation: it reads a table the database does not have (a subclass with kind ``schema``).
         UnparsableQuery: sqlglot cannot parse the query (a subclass of ``UnsafeQuery`` with kind ``syntax``).
     """
     if not isinstance(sql, str):
         raise UnsafeQuery(f"the query must be text, got {type(sql).__name__}")
+    if relations is not None and not isinstance(relations, Relations):
+        relations = Relations.of(dialect, relations)
     if len(sql) > _CACHE_MAX_CHARS:
-        verdict = _verdict(sql, dialect)
+        verdict = _verdict(sql, dialect, relations)
     else:
-        verdict = _cached_verdict(sql, dialect)
+        verdict = _cached_verdict(sql, dialect, relations)
     error, text = verdict
     if error is not None:
         raise error(text)
@@ -199,18 +313,20 @@ def check_read_only(sql: str, dialect: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _cached_verdict(sql: str, dialect: str) -> tuple[type[UnsafeQuery] | None, str]:
-    return _verdict(sql, dialect)
+def _cached_verdict(
+    sql: str, dialect: str, relations: Relations | None
+) -> tuple[type[UnsafeQuery] | None, str]:
+    return _verdict(sql, dialect, relations)
 
 
-def _verdict(sql: str, dialect: str) -> tuple[type[UnsafeQuery] | None, str]:
+def _verdict(sql: str, dialect: str, relations: Relations | None) -> tuple[type[UnsafeQuery] | None, str]:
     try:
-        return None, _check(sql, dialect, depth=0)
+        return None, _check(sql, dialect, relations, depth=0)
     except UnsafeQuery as refusal:
         return type(refusal), str(refusal)
 
 
-def _check(sql: str, dialect: str, depth: int) -> str:
+def _check(sql: str, dialect: str, relations: Relations | None, depth: int) -> str:
     statement = sql.strip()
     while statement.endswith(";"):
         statement = statement[:-1].rstrip()
@@ -234,8 +350,8 @@ def _check(sql: str, dialect: str, depth: int) -> str:
         option = _EXPLAIN_OPTION.match(rest)
         if option:
             rest = rest[option.end() :]
-        _check(rest, dialect, depth=1)
-        _check_with_engine_parser(statement, dialect)
+        _check(rest, dialect, relations, depth=1)
+        _check_with_engine_parser(statement, dialect, relations, explain=True)
         return statement
 
     expressions = _parse(statement, dialect, tokens, tokens_dialect)
@@ -251,9 +367,8 @@ def _check(sql: str, dialect: str, depth: int) -> str:
         raise UnsafeQuery(
             f"{word} statements are not allowed; only read-only queries run here ({ALLOWED_WORDS})"
         )
-    for node in root.walk():
-        _check_node(node)
-    _check_with_engine_parser(statement, dialect)
+    _check_tree(root, dialect, relations)
+    _check_with_engine_parser(statement, dialect, relations, explain=False)
     return statement
 
 
@@ -334,7 +449,63 @@ def _denied_name(name: str) -> bool:
     return name.startswith(_DENIED_PREFIXES) or name.endswith(_DENIED_SUFFIXES)
 
 
-def _check_node(node: exp.Expression) -> None:
+def _refuse_function(name: str) -> None:
+    raise UnsafeQuery(
+        f"the function {name}() is not allowed: queries may not read files, other databases or the "
+        "engine's settings and state; query the tables of this database"
+    )
+
+
+def _refuse_table_function(name: str, dialect: str) -> None:
+    allowed = "range(), generate_series() and unnest()" if dialect != "sqlite" else "none"
+    raise UnsafeQuery(
+        f"the table function {name}() is not allowed: queries may read only this database's tables and "
+        f"views (table functions allowed: {allowed})"
+    )
+
+
+def _table_function_allowed(name: str, dialect: str) -> bool:
+    return dialect != "sqlite" and name in ALLOWED_TABLE_FUNCTIONS
+
+
+# -- the sqlglot tree --------------------------------------------------------------------------------------
+def _with_of(node: exp.Expression) -> exp.With | None:
+    found = node.args.get("with_") or node.args.get("with")
+    return found if isinstance(found, exp.With) else None
+
+
+def _check_tree(root: exp.Expression, dialect: str, relations: Relations | None) -> None:
+    """Check every node of sqlglot's tree, each table reference with the common table expressions in scope."""
+    stack: list[tuple[exp.Expression, frozenset[str]]] = [(root, frozenset())]
+    while stack:
+        node, scope = stack.pop()
+        inner = scope
+        with_ = _with_of(node)
+        if with_ is not None:
+            names = [str(cte.alias_or_name).lower() for cte in with_.expressions if isinstance(cte, exp.CTE)]
+            recursive = bool(with_.args.get("recursive"))
+            seen: list[str] = []
+            for cte in with_.expressions:
+                if not isinstance(cte, exp.CTE):
+                    stack.append((cte, scope))
+                    continue
+                name = str(cte.alias_or_name).lower()
+                if dialect == "sqlite":
+                    visible = frozenset(names)  # SQLite: every name of the WITH, in every one of its bodies
+                else:  # DuckDB (and the generic rule): the earlier names, and itself when recursive
+                    visible = frozenset(seen) | (frozenset({name}) if recursive else frozenset())
+                stack.append((cte, scope | visible))
+                seen.append(name)
+            inner = scope | frozenset(names)
+        _check_node(node, scope, dialect, relations)
+        for child in node.iter_expressions():
+            if child is not with_:
+                stack.append((child, inner))
+
+
+def _check_node(
+    node: exp.Expression, scope: frozenset[str], dialect: str, relations: Relations | None
+) -> None:
     if isinstance(node, _FORBIDDEN_NODES):
         word = _statement_name(node, "")
         raise UnsafeQuery(
@@ -347,49 +518,154 @@ def _check_node(node: exp.Expression) -> None:
         name = _function_name(node)
         # Known sqlglot classes are ordinary SQL functions, except the file readers sqlglot knows by name.
         if (anonymous and _denied_name(name)) or (not anonymous and name.startswith(("read_", "write_"))):
-            raise UnsafeQuery(
-                f"the function {name}() is not allowed: queries may not read files, other databases or "
-                "server settings; query the tables of this database"
-            )
+            _refuse_function(name)
+        return
+    if isinstance(node, exp.Lateral) and isinstance(node.this, exp.Func):
+        _check_table_function(node.this, dialect)
         return
     if isinstance(node, exp.Table):
         target = node.this
         if isinstance(target, exp.Func):
-            name = _function_name(target)
-            if not (isinstance(target, _ALLOWED_TABLE_FUNCTION_CLASSES) or name in ALLOWED_TABLE_FUNCTIONS):
-                raise UnsafeQuery(
-                    f"the table function {name}() is not allowed in FROM; query the tables of this database"
-                )
+            _check_table_function(target, dialect)
             return
         if isinstance(target, exp.Literal):
             raise UnsafeQuery(
                 "a string in FROM reads a file and is not allowed; name a table of this database"
             )
-        for part in node.parts:
-            text = part.name if isinstance(part, exp.Expression) else str(part)
-            if _FILE_LIKE.search(text):
-                raise UnsafeQuery(
-                    f"the table name {text!r} looks like a file path or URL, which is not allowed; "
-                    "name a table of this database"
-                )
+        parts = [p.name if isinstance(p, exp.Expression) else str(p) for p in node.parts]
+        _check_relation(parts, scope, dialect, relations)
 
 
-# DuckDB's own parser, as a second opinion on how many statements there are and what they are.
+def _check_table_function(node: exp.Func, dialect: str) -> None:
+    if isinstance(node, (exp.GenerateSeries, exp.Unnest, exp.Explode)) and dialect != "sqlite":
+        return
+    name = _function_name(node)
+    if not _table_function_allowed(name, dialect):
+        _refuse_table_function(name, dialect)
+
+
+# -- table references ----------------------------------------------------------------------------------------
+def _check_relation(
+    parts: list[str], scope: frozenset[str], dialect: str, relations: Relations | None
+) -> None:
+    """Refuse a table reference (``parts``: [catalog.][schema.]name) that is not allowed."""
+    if len(parts) == 1 and parts[0].lower() in scope:
+        return  # a common table expression
+    verdict = _resolve([p.lower() for p in parts], dialect, relations)
+    file_like = [part for part in parts if _FILE_LIKE.search(part)]
+    if verdict == "ok" and (relations is not None or not file_like):
+        return  # a table of the database (whatever its name looks like), or any other name when unchecked
+    shown = ".".join(parts)
+    for part in file_like:
+        if part:
+            raise UnsafeQuery(
+                f"the table name {part!r} looks like a file path or URL, which is not allowed; "
+                "name a table of this database"
+            )
+    listing = relations.listing() if relations is not None else "the database's own tables"
+    if verdict == "system":
+        raise UnsafeQuery(
+            f"{shown!r} is not a table of this database (it belongs to the engine's catalogue or another "
+            f"schema or database): queries may read only this database's tables and views: {listing}"
+        )
+    close = difflib.get_close_matches(parts[-1], list(relations.names) if relations else [], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise UnknownRelation(f"no table or view named {shown!r} in this database{hint} Its tables: {listing}")
+
+
+def _resolve(parts: list[str], dialect: str, relations: Relations | None) -> str:
+    """``"ok"``, ``"system"`` (the engine's, another schema's or another database's) or ``"unknown"``."""
+    if len(parts) > 3:
+        return "system"
+    name = parts[-1]
+    schema = parts[-2] if len(parts) >= 2 else ""
+    catalog = parts[-3] if len(parts) >= 3 else ""
+    own = relations.tables if relations is not None else None
+    if dialect == "sqlite":
+        allowed = CATALOG_RELATIONS["sqlite"]
+        where = schema or "main"
+        if catalog:
+            return "system"
+        if (where, name) in allowed or (not schema and ("temp", name) in allowed):
+            return "ok"
+        if where != "main":
+            return "system"  # the temporary schema, or another (attached) database
+        if own is not None and ("main", name) in own:
+            return "ok"
+        if name.startswith(_SYSTEM_PREFIXES) or name in _SQLITE_SYSTEM:
+            return "system"
+        return "ok" if own is None else "unknown"
+    db = relations.catalog if relations is not None else None
+    # What the reference may denote, as (catalog, schema, name); None stands for this database.
+    if not schema:
+        meanings = [(None, "main", name), ("system", "main", name), ("system", "pg_catalog", name)]
+    elif not catalog:
+        meanings = [(None, schema, name), (schema, "main", name), ("system", schema, name)]
+    else:
+        meanings = [(catalog, schema, name)]
+    for cat, sch, table in meanings:
+        this_database = cat is None or (db is not None and cat == db)
+        if own is not None and this_database and (sch, table) in own:
+            return "ok"
+    for cat, sch, table in meanings:
+        if cat == "system" and (sch, table) in CATALOG_RELATIONS["duckdb"]:
+            return "ok"
+    own_schemas = {s for s, _ in own} if own is not None else set()
+    if (
+        (catalog and catalog != db)
+        or schema in _SYSTEM_CATALOGS
+        or schema in _SYSTEM_SCHEMAS
+        or (schema and own is not None and schema not in own_schemas and schema != db)
+        or name.startswith(_SYSTEM_PREFIXES)
+        or name in _duckdb_system_names()
+    ):
+        return "system"
+    return "ok" if own is None else "unknown"
+
+
+# -- DuckDB's own parser, as a second opinion --------------------------------------------------------------
 _duckdb_parser: Any = None
 _duckdb_parser_lock = threading.Lock()
+_duckdb_names: frozenset[str] | None = None
+
+
+def _duckdb_connection() -> Any:
+    global _duckdb_parser
+    import duckdb
+
+    if _duckdb_parser is None:
+        _duckdb_parser = duckdb.connect(
+            ":memory:", config={"enable_external_access": False, "lock_configuration": True, "threads": 1}
+        )
+    return _duckdb_parser
+
+
+def _duckdb_system_names() -> frozenset[str]:
+    """The names of DuckDB's system views and table functions (read once from an empty database)."""
+    global _duckdb_names
+    if _duckdb_names is None:
+        with _duckdb_parser_lock:
+            connection = _duckdb_connection()
+            views = connection.execute("SELECT view_name FROM duckdb_views() WHERE internal").fetchall()
+            functions = connection.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() "
+                "WHERE function_type IN ('table', 'table_macro')"
+            ).fetchall()
+        _duckdb_names = frozenset(str(n).lower() for (n,) in views + functions)
+    return _duckdb_names
 
 
 def _duckdb_statements(sql: str) -> list[Any]:
     """DuckDB's parse of ``sql`` (raises ``duckdb.Error`` on a syntax error)."""
-    global _duckdb_parser
-    import duckdb
-
     with _duckdb_parser_lock:
-        if _duckdb_parser is None:
-            _duckdb_parser = duckdb.connect(
-                ":memory:", config={"enable_external_access": False, "lock_configuration": True}
-            )
-        return _duckdb_parser.extract_statements(sql)
+        return _duckdb_connection().extract_statements(sql)
+
+
+def _duckdb_tree(sql: str) -> dict[str, Any]:
+    """DuckDB's parse tree of a ``SELECT`` (``json_serialize_sql``)."""
+    with _duckdb_parser_lock:
+        [(text,)] = _duckdb_connection().execute("SELECT json_serialize_sql(?)", [sql]).fetchall()
+    return json.loads(text)
 
 
 def _engine_syntax_error(sql: str, dialect: str) -> str | None:
@@ -405,7 +681,7 @@ def _engine_syntax_error(sql: str, dialect: str) -> str | None:
     return None
 
 
-def _check_with_engine_parser(sql: str, dialect: str) -> None:
+def _check_with_engine_parser(sql: str, dialect: str, relations: Relations | None, *, explain: bool) -> None:
     if dialect != "duckdb":
         return  # sqlite3 runs one statement per call and its authorizer refuses anything but reading
     import duckdb
@@ -417,7 +693,61 @@ def _check_with_engine_parser(sql: str, dialect: str) -> None:
     if len(statements) != 1:
         raise UnsafeQuery(f"write one statement at a time; found {len(statements)} statements")
     kind = getattr(statements[0].type, "name", str(statements[0].type)).upper()
-    if kind not in ("SELECT", "EXPLAIN"):
+    if kind not in ("SELECT", "EXPLAIN") or (kind == "EXPLAIN") != explain:
         raise UnsafeQuery(
             f"{kind} statements are not allowed; only read-only queries run here ({ALLOWED_WORDS})"
         )
+    if explain:
+        return  # the explained statement was checked on its own
+    tree = _duckdb_tree(sql)
+    if tree.get("error"):
+        raise UnsafeQuery(f"the query could not be checked: {str(tree.get('error_message'))[:300]}")
+    if len(tree.get("statements") or []) != 1:
+        raise UnsafeQuery("write one statement at a time")
+    _check_duckdb_tree(tree["statements"][0], relations)
+
+
+def _check_duckdb_tree(statement: dict[str, Any], relations: Relations | None) -> None:
+    """The allow-list on DuckDB's own tree: table references, table functions and functions."""
+    stack: list[tuple[Any, frozenset[str]]] = [(statement, frozenset())]
+    while stack:
+        node, scope = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, scope) for item in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        inner = scope
+        ctes = node.get("cte_map")
+        if isinstance(ctes, dict) and isinstance(ctes.get("map"), list):
+            seen: list[str] = []
+            for entry in ctes["map"]:
+                name = str(entry.get("key", "")).lower()
+                value = entry.get("value") or {}
+                query = value.get("query_node") if isinstance(value, dict) else None
+                recursive = isinstance(query, dict) and query.get("type") == "RECURSIVE_CTE_NODE"
+                visible = frozenset(seen) | (frozenset({name}) if recursive else frozenset())
+                stack.append((value, scope | visible))
+                seen.append(name)
+            inner = scope | frozenset(seen)
+        kind = node.get("type") if isinstance(node.get("type"), str) else None
+        if node.get("class") == "FUNCTION":
+            name = str(node.get("function_name", "")).lower()
+            if _denied_name(name):
+                _refuse_function(name)
+        elif "class" not in node and kind == "BASE_TABLE":
+            parts = [str(node.get(k) or "") for k in ("catalog_name", "schema_name", "table_name")]
+            _check_relation([p for p in parts if p], scope, "duckdb", relations)
+        elif "class" not in node and kind == "TABLE_FUNCTION":
+            function = node.get("function") or {}
+            name = str(function.get("function_name", "")).lower()
+            if not _table_function_allowed(name, "duckdb"):
+                _refuse_table_function(name, "duckdb")
+            stack.extend((value, inner) for key, value in function.items() if key != "function_name")
+            stack.extend((value, inner) for key, value in node.items() if key != "function")
+            continue
+        elif "class" not in node and kind == "SHOW_REF":
+            raise UnsafeQuery(
+                f"DESCRIBE, SHOW and SUMMARIZE are not allowed; only read-only queries run here ({ALLOWED_WORDS})"
+            )
+        stack.extend((value, inner) for key, value in node.items() if key != "cte_map")
