@@ -715,6 +715,8 @@ class DockerContainer:
                 if timed_out:
                     self.kill_marked(token, user or self.user)
                     _pump(raw, b"", out, err, time.monotonic() + 1.0)
+                elif self._marked_left(token):  # what the command left running in the background goes too
+                    self.kill_marked(token, user or self.user)
             finally:
                 with contextlib.suppress(Exception):
                     sock.close()
@@ -758,6 +760,18 @@ class DockerContainer:
             with contextlib.suppress(ValueError, IndexError):
                 pids.append(int(row[0]))
         return pids
+
+    def _marked_left(self, token: str) -> bool:
+        """Whether a process of the command is still running (read from the host; ``True`` when it cannot tell)."""
+        if not (self.engine.local and os.path.isdir("/proc/1")):
+            return True
+        marker = f"{_TOKEN_VAR}={token}".encode()
+        for pid in self.host_pids():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{pid}/environ", "rb") as handle:
+                    if marker in handle.read().split(b"\0"):
+                        return True
+        return False
 
     def kill_marked(self, token: str, user: str | None = None) -> int:
         """Kill every process of one command (they carry its marker in their environment); returns how many.
