@@ -37,6 +37,7 @@ __all__ = [
     "LoopPlan",
     "Trainer",
     "WorkerPlan",
+    "build_worker",
     "engine_shares_policy",
     "eval_sampling",
     "evaluate_rows",
@@ -104,6 +105,20 @@ def plan_workers(config: Config) -> dict[str, WorkerPlan]:
             CriticWorker, config.critic_world_size, tr.critic.model.path, CriticWorker.config_kwargs(tr)
         )
     return plans
+
+
+def build_worker(plan: WorkerPlan, **extra: Any) -> Any:
+    """The worker of ``plan``: in this process for one worker, else a
+    :class:`~skyrl_train.workers.group.WorkerGroup` of ``plan.world_size`` processes. ``extra`` adds
+    constructor arguments (``total_steps``)."""
+    from skyrl_train.models import load_model
+
+    kwargs = {**plan.kwargs, **extra, "model_factory": functools.partial(load_model, plan.model_path)}
+    if plan.world_size <= 1:
+        return plan.cls(**kwargs)
+    from skyrl_train.workers.group import WorkerGroup
+
+    return WorkerGroup(plan.cls, plan.world_size, worker_kwargs=kwargs, device=kwargs["device"])
 
 
 def engine_shares_policy(config: Config) -> bool:
@@ -302,10 +317,10 @@ class Trainer:
 
         plans = plan_workers(cfg)
         self.distributed = plans["policy"].world_size > 1
-        self.policy = self._worker(plans["policy"], total_steps=self._policy_updates)
-        self.ref = self._worker(plans["ref"]) if "ref" in plans else None
+        self.policy = build_worker(plans["policy"], total_steps=self._policy_updates)
+        self.ref = build_worker(plans["ref"]) if "ref" in plans else None
         self.critic = (
-            self._worker(plans["critic"], total_steps=self._policy_updates) if "critic" in plans else None
+            build_worker(plans["critic"], total_steps=self._policy_updates) if "critic" in plans else None
         )
 
         # Sharing the policy's model object, the hf engine sees every update at once: weight sync is free.
@@ -332,16 +347,6 @@ class Trainer:
             self._sync_weights()
             self.tracker.log({"resumed_from_step": float(state.step)}, step=self.log_offset + state.step)
         cfg.to_yaml(self.run_dir / "config.yaml")
-
-    def _worker(self, plan: WorkerPlan, **extra: Any) -> Any:
-        from skyrl_train.models import load_model
-
-        kwargs = {**plan.kwargs, **extra, "model_factory": functools.partial(load_model, plan.model_path)}
-        if plan.world_size <= 1:
-            return plan.cls(**kwargs)
-        from skyrl_train.workers.group import WorkerGroup
-
-        return WorkerGroup(plan.cls, plan.world_size, worker_kwargs=kwargs, device=kwargs["device"])
 
     def _workers(self) -> dict[str, Any]:
         workers = {"policy": self.policy}

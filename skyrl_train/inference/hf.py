@@ -268,10 +268,7 @@ class HFEngine(InferenceEngine):
             raise ValueError("max_batch_size and max_prefill_tokens must be positive")
         self._model = model
         self._tokenizer = tokenizer
-        try:  # the worker decodes stop-string windows; its own copy avoids sharing the Rust tokenizer across threads
-            self._decoder = copy.deepcopy(tokenizer)
-        except Exception:
-            self._decoder = tokenizer
+        self._decoder: Any = None  # the worker thread's own tokenizer copy, made when it first needs one
         self.max_batch_size = max_batch_size
         self.max_prefill_tokens = max_prefill_tokens
         self.batch_wait_s = batch_wait_s
@@ -741,12 +738,22 @@ class HFEngine(InferenceEngine):
         logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1)
         return tokens, logprobs
 
+    def _stop_decoder(self) -> Any:
+        # The worker decodes stop-string windows; its own copy avoids sharing the Rust tokenizer across threads
+        # (copied on first use: a large vocabulary takes a while to copy, and many engines never need it).
+        if self._decoder is None:
+            try:
+                self._decoder = copy.deepcopy(self._tokenizer)
+            except Exception:
+                self._decoder = self._tokenizer
+        return self._decoder
+
     def _check_stop(self, seq: _Seq, token: int) -> None:
         if token in seq.stop_ids:
             seq.finish = "stop"
             return
         if seq.params.stop:
-            text = self._decoder.decode(seq.tokens[-seq.stop_window :], skip_special_tokens=False)
+            text = self._stop_decoder().decode(seq.tokens[-seq.stop_window :], skip_special_tokens=False)
             hits = [(text.find(s), s) for s in seq.params.stop if s in text]
             if hits:
                 seq.finish, seq.stop_string = "stop", min(hits)[1]
