@@ -13,6 +13,11 @@ A cell that runs past its timeout, or kills the interpreter (a segfault, ``os._e
 that interpreter and everything it started; the next cell starts a fresh one, and the result says that the
 state is gone (``restarted``). The session's :class:`~skyrl_gym.runtime.Limits` (memory, processes, file size)
 apply to the interpreter as a whole for its life.
+
+Code in a cell can reach the driver (it is the interpreter's ``__main__``) and its channel, so nothing that comes
+back is trusted: each message is checked for its size, its JSON, the type of every field and the cell it
+answers, every write to the interpreter has the cell's deadline, and anything wrong is that cell's failure
+(a result saying what broke; the next cell gets a fresh interpreter), never an exception of ``run_cell``.
 """
 
 from __future__ import annotations
