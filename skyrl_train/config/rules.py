@@ -1,0 +1,221 @@
+"""The cross-field rules of a configuration: settings that are each valid but cannot run together. Each
+message names every field involved and how to fix it; all of them are reported at once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skyrl_train.dispatch import DISPATCHERS
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import Config, TrainerConfig
+
+__all__ = ["BUILTIN_ADVANTAGE_ESTIMATORS", "BUILTIN_POLICY_LOSSES", "check_rules"]
+
+BUILTIN_ADVANTAGE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce++", "gae")
+"""Advantage estimators that ship with :mod:`skyrl_train.algorithms` (more can be registered)."""
+
+BUILTIN_POLICY_LOSSES = ("ppo", "regular", "dual_clip", "gspo")
+"""Policy losses that ship with :mod:`skyrl_train.algorithms`; ``regular`` is SkyRL's name for ``ppo``."""
+
+# Estimators that compare the samples of one prompt with each other: they need several samples per prompt.
+_GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo")
+
+
+def check_rules(cfg: Config) -> list[str]:
+    """Cross-field rules; each message names every field involved and how to fix it."""
+    errors: list[str] = []
+    t, g, a, p = cfg.trainer, cfg.generator, cfg.trainer.algorithm, cfg.trainer.placement
+
+    # 1. The advantage estimator, the policy loss and the dispatcher exist (built in or registered).
+    errors += _check_registered(a.advantage_estimator, BUILTIN_ADVANTAGE_ESTIMATORS, "ADVANTAGE_ESTIMATORS")
+    errors += _check_registered(a.policy_loss_type, BUILTIN_POLICY_LOSSES, "POLICY_LOSSES")
+    errors += _check_dispatcher(g.dispatcher)
+
+    # 2. GAE needs a critic, and a critic is only loaded for an estimator that uses it.
+    has_critic = t.critic.model.path is not None
+    if a.advantage_estimator == "gae" and not has_critic:
+        errors.append(
+            "trainer.algorithm.advantage_estimator='gae' needs a value model: set trainer.critic.model.path "
+            "(e.g. to the policy's path)"
+        )
+    if (
+        has_critic
+        and a.advantage_estimator in BUILTIN_ADVANTAGE_ESTIMATORS
+        and a.advantage_estimator != "gae"
+    ):
+        errors.append(
+            f"trainer.critic.model.path is set but trainer.algorithm.advantage_estimator="
+            f"{a.advantage_estimator!r} does not use values: set trainer.critic.model.path=null or use gae"
+        )
+
+    # 3. Batch sizes divide: prompts per step into mini-batches, mini-batches over workers into micro-batches.
+    errors += _check_batch_split(t, g.n_samples_per_prompt, cfg.policy_world_size, "policy")
+    if has_critic:
+        errors += _check_batch_split(t, g.n_samples_per_prompt, cfg.critic_world_size, "critic")
+    sequences = t.train_batch_size * g.n_samples_per_prompt
+    if a.needs_reference and sequences % cfg.ref_world_size:
+        errors.append(
+            f"trainer.train_batch_size * generator.n_samples_per_prompt ({sequences} sequences) must divide "
+            f"evenly over the {cfg.ref_world_size} reference workers (trainer.placement.ref_num_gpus_per_node)"
+        )
+
+    # 4. Group estimators compare several different samples of each prompt.
+    if a.advantage_estimator in _GROUP_ESTIMATORS and g.n_samples_per_prompt < 2:
+        errors.append(
+            f"trainer.algorithm.advantage_estimator={a.advantage_estimator!r} compares the samples of a prompt: "
+            f"generator.n_samples_per_prompt must be >= 2, got {g.n_samples_per_prompt}"
+        )
+    if g.n_samples_per_prompt > 1 and g.sampling_params.temperature == 0:
+        errors.append(
+            f"generator.n_samples_per_prompt={g.n_samples_per_prompt} with generator.sampling_params.temperature=0 "
+            "(greedy) samples the same answer every time: raise the temperature"
+        )
+    if g.eval_n_samples_per_prompt > 1 and g.eval_sampling_params.temperature == 0:
+        errors.append(
+            f"generator.eval_n_samples_per_prompt={g.eval_n_samples_per_prompt} with "
+            "generator.eval_sampling_params.temperature=0 (greedy) makes pass@k equal pass@1: raise the temperature"
+        )
+
+    # 5. Clip bounds the loss is defined with.
+    if a.policy_loss_type == "dual_clip" and not a.clip_ratio_c > 1:
+        errors.append(
+            f"trainer.algorithm.policy_loss_type='dual_clip' needs trainer.algorithm.clip_ratio_c > 1, "
+            f"got {a.clip_ratio_c}"
+        )
+
+    # 6. Loss reductions that the algorithm is defined with.
+    if a.policy_loss_type == "gspo" and a.loss_reduction != "seq_mean_token_mean":
+        errors.append(
+            "trainer.algorithm.policy_loss_type='gspo' is a sequence-level objective: set "
+            f"trainer.algorithm.loss_reduction=seq_mean_token_mean (got {a.loss_reduction!r})"
+        )
+    if a.advantage_estimator == "dr_grpo" and a.loss_reduction == "seq_mean_token_mean":
+        errors.append(
+            "trainer.algorithm.advantage_estimator='dr_grpo' removes the length bias that "
+            "trainer.algorithm.loss_reduction='seq_mean_token_mean' reintroduces: use seq_mean_token_sum_norm "
+            "(Dr.GRPO's) or token_mean"
+        )
+
+    # 7. KL once: as a loss or in the reward.
+    if a.use_kl_loss and a.use_kl_in_reward:
+        errors.append(
+            "trainer.algorithm.use_kl_loss and trainer.algorithm.use_kl_in_reward are both true: the KL "
+            "penalty would count twice; keep one"
+        )
+
+    # 8. Devices: vllm and bf16 need GPUs; a colocated vllm engine runs on the policy's first GPUs.
+    if g.backend == "vllm" and p.backend != "cuda":
+        errors.append(
+            "generator.backend='vllm' needs GPUs: set trainer.placement.backend=cuda, or use generator.backend=hf"
+        )
+    if t.bf16 and p.backend != "cuda":
+        errors.append("trainer.bf16=true needs trainer.placement.backend=cuda (train in float32 on cpu)")
+    if g.inference_engine_tensor_parallel_size > 1 and g.backend != "vllm":
+        errors.append(
+            f"generator.inference_engine_tensor_parallel_size={g.inference_engine_tensor_parallel_size} needs "
+            f"generator.backend=vllm (the {g.backend} engine does not shard a model over GPUs)"
+        )
+    engine_gpus = g.num_inference_engines * g.inference_engine_tensor_parallel_size
+    if g.backend == "vllm" and p.backend == "cuda" and engine_gpus > cfg.policy_world_size:
+        errors.append(
+            f"trainer.placement.colocate_all=true: generator.num_inference_engines * "
+            f"generator.inference_engine_tensor_parallel_size ({engine_gpus}) must be at most "
+            f"trainer.placement.policy_num_nodes * trainer.placement.policy_num_gpus_per_node "
+            f"({cfg.policy_world_size}): the engine runs on the policy's GPUs"
+        )
+
+    # 9. A remote engine: servers to talk to, and no weights pushed to a server that cannot take them.
+    if g.backend == "remote" and not g.remote_inference_engine_urls:
+        errors.append(
+            "generator.backend='remote' needs generator.remote_inference_engine_urls (host:port list)"
+        )
+    if g.backend == "remote" and t.sync_weights:
+        errors.append(
+            "generator.backend='remote' cannot receive the policy's weights (an OpenAI-compatible server has no "
+            "weight-update endpoint): set trainer.sync_weights=false to sample from the server's own weights "
+            "(evaluation, or a rollout policy that is not trained), or use generator.backend=hf or vllm"
+        )
+
+    # 10. FSDP settings act on a sharded model: more than one worker of that role, on GPUs for offloading.
+    for role, fsdp, world in (
+        ("policy", t.policy.fsdp_config, cfg.policy_world_size),
+        ("ref", t.ref.fsdp_config, cfg.ref_world_size),
+        ("critic", t.critic.fsdp_config, cfg.critic_world_size),
+    ):
+        workers = f"trainer.placement.{role}_num_gpus_per_node"
+        if fsdp.cpu_offload and (p.backend != "cuda" or world < 2):
+            errors.append(
+                f"trainer.{role}.fsdp_config.cpu_offload=true offloads a sharded model from the GPUs: it needs "
+                f"trainer.placement.backend=cuda and {workers} > 1 (got {p.backend!r} and {world})"
+            )
+        if not fsdp.reshard_after_forward and world < 2:
+            errors.append(
+                f"trainer.{role}.fsdp_config.reshard_after_forward=false acts on a sharded model: it needs "
+                f"{workers} > 1 (one worker runs unsharded)"
+            )
+
+    # 11. Length budgets fit inside each other.
+    if g.max_input_length < t.max_prompt_length:
+        errors.append(
+            f"generator.max_input_length ({g.max_input_length}) must be >= trainer.max_prompt_length "
+            f"({t.max_prompt_length}): a prompt that passes the filter would have no room to answer"
+        )
+    if (
+        g.max_tokens_per_trajectory is not None
+        and g.max_tokens_per_trajectory < g.sampling_params.max_generate_length
+    ):
+        errors.append(
+            f"generator.max_tokens_per_trajectory ({g.max_tokens_per_trajectory}) must be >= "
+            f"generator.sampling_params.max_generate_length ({g.sampling_params.max_generate_length})"
+        )
+
+    # 12. Resuming from a path needs the path.
+    if t.resume_mode == "from_path" and not t.resume_path:
+        errors.append("trainer.resume_mode='from_path' needs trainer.resume_path")
+    return errors
+
+
+def _check_batch_split(t: TrainerConfig, n_samples: int, world_size: int, role: str) -> list[str]:
+    mini = t.policy_mini_batch_size if role == "policy" else t.critic_mini_batch_size
+    key = f"trainer.{role}_mini_batch_size"
+    if t.train_batch_size % mini:
+        return [
+            f"trainer.train_batch_size ({t.train_batch_size}) must be a multiple of {key} ({mini}): "
+            "every optimizer step sees a full mini-batch"
+        ]
+    sequences = mini * n_samples
+    if sequences % world_size:
+        return [
+            f"{key} * generator.n_samples_per_prompt ({mini} * {n_samples} = {sequences} sequences) must "
+            f"divide evenly over the {world_size} {role} workers (trainer.placement.{role}_num_nodes * "
+            f"trainer.placement.{role}_num_gpus_per_node)"
+        ]
+    per_worker = sequences // world_size
+    micro = t.micro_train_batch_size_per_gpu
+    if per_worker % micro:
+        return [
+            f"each {role} worker gets {per_worker} sequences per mini-batch ({key} * "
+            f"generator.n_samples_per_prompt / workers), not a multiple of "
+            f"trainer.micro_train_batch_size_per_gpu ({micro})"
+        ]
+    return []
+
+
+def _check_registered(name: str, builtins: tuple[str, ...], registry_name: str) -> list[str]:
+    if name in builtins:
+        return []
+    # Not a built-in: look in the registry, where user code may have added it (imported here, not at the top:
+    # the algorithms package imports torch, and checking a recipe must not).
+    from skyrl_train.algorithms import registry
+
+    reg = getattr(registry, registry_name)
+    if name in reg:
+        return []
+    return [reg.unknown_message(name)]
+
+
+def _check_dispatcher(name: str) -> list[str]:
+    if name in DISPATCHERS:
+        return []
+    return [DISPATCHERS.unknown_message(name)]

