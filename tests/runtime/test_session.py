@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from skyrl_gym.runtime import CellResult, Limits, PythonSession, make_sandbox
-from skyrl_gym.runtime.session import SessionError
+from skyrl_gym.runtime.session import ProtocolError, SessionError
 
 
 @pytest.fixture(params=["bwrap", "process"])
@@ -138,3 +139,63 @@ def test_session_started_in_a_short_lived_thread_survives_it():
     thread.join()
     assert session.run_cell("kept").output == "'yes'\n"
     session.close()
+
+
+FORGED = {
+    "deep JSON": "data = b'[' * 100000 + b']' * 100000",
+    "error not text": "data = json.dumps({'cell': m.request['cell'], 'output': '', 'error': 5, 'truncated': False}).encode()",
+    "wrong cell": "data = json.dumps({'cell': -1, 'output': '', 'error': None, 'truncated': False}).encode()",
+    "not an object": "data = b'\"just a string\"'",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_forged_messages_are_the_cells_failure_on_both_backends(session, name):
+    cell = (
+        "import json, os, sys\nm = sys.modules['__main__']\n"
+        + FORGED[name]
+        + "\nos.write(m.PROTOCOL, b'SKYRL%010d\\n' % len(data) + data)\n"
+    )
+    session.run_cell("kept = 1")
+    result = session.run_cell(cell)
+    assert result.crashed and result.restarted and "protocol" in result.error
+    assert "protocol" in result.render()
+    assert session.run_cell("print('fresh')").output == "fresh\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"cell": 1, "output": "", "error": None},
+        {"cell": 1, "output": b"", "error": None, "truncated": False},
+        {"cell": True, "output": "", "error": None, "truncated": False},
+        {"cell": 2, "output": "", "error": None, "truncated": False},
+        {"cell": 1, "output": "", "error": {}, "truncated": False},
+        {"cell": 1, "output": "", "error": None, "truncated": 0},
+        {"cell": 1, "output": "", "error": None, "truncated": False, "extra": 1},
+    ],
+)
+def test_replies_are_checked_field_by_field(reply):
+    with pytest.raises(ProtocolError):
+        PythonSession._check_reply(reply, 1)
+    assert PythonSession._check_reply({"cell": 1, "output": "x", "error": None, "truncated": False}, 1) == (
+        "x",
+        None,
+        False,
+    )
+
+
+def test_a_driver_that_stops_reading_cannot_block_send_or_close(session):
+    session.run_cell("import sys, time\nm = sys.modules['__main__']\nm.receive = lambda: time.sleep(3600)")
+    result = session.run_cell("x = '" + "a" * 300_000 + "'", timeout_s=1)
+    assert result.crashed and "stopped reading cells" in result.error
+    session.run_cell("import sys, time\nm = sys.modules['__main__']\nm.receive = lambda: time.sleep(3600)")
+    blocked = threading.Thread(
+        target=session.run_cell, args=("y = '" + "b" * 300_000 + "'",), kwargs={"timeout_s": 60}
+    )
+    blocked.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    session.close()
+    blocked.join(5)
+    assert not blocked.is_alive() and time.monotonic() - start < 5
