@@ -1,12 +1,14 @@
 """The training loop: rollouts -> advantages -> policy (and critic) update -> weight sync -> next batch.
 
-One :class:`Trainer` owns the parts of a run, each built from the config:
+One :class:`Trainer` owns the parts of a run, each built from its own section of the config:
 
-- the policy (and, when needed, reference and critic) workers: in process for one worker, a
-  :class:`~skyrl_train.workers.group.WorkerGroup` of FSDP2 processes for more;
-- the inference engine (``hf``, ``vllm`` or ``remote``) and the multi-turn generator over skyrl_gym
-  environments;
-- the data iterator, the tracker (console, JSONL, TensorBoard, wandb), checkpoints and evaluation.
+- the policy (and, when needed, reference and critic) workers (:func:`plan_workers`, each worker's
+  ``config_kwargs``): in process for one worker, a :class:`~skyrl_train.workers.group.WorkerGroup` of FSDP2
+  processes for more;
+- the inference engine (``engine_class(generator.backend).from_config(generator, ...)``: ``hf``, ``vllm`` or
+  ``remote``) and the multi-turn generator over skyrl_gym environments (``MultiTurnGenerator.from_config``);
+- the data (``Datasets.from_config``), the tracker (``Tracker.from_config``), and what the loop does when:
+  evaluations, checkpoints, the warm-up, the time budget (:class:`LoopPlan`).
 
 A step: generate ``train_batch_size`` prompts x ``n_samples_per_prompt`` trajectories, score them with the
 policy (old log-probs), the reference model and the critic, compute advantages (error trajectories left
@@ -316,7 +318,6 @@ class Trainer:
         self.log_offset = self.loop.warmup_steps
 
         plans = plan_workers(cfg)
-        self.distributed = plans["policy"].world_size > 1
         self.policy = build_worker(plans["policy"], total_steps=self._policy_updates)
         self.ref = build_worker(plans["ref"]) if "ref" in plans else None
         self.critic = (
