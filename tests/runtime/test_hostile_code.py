@@ -1126,3 +1126,16 @@ def test_a_killed_owner_of_judges_and_sessions_leaves_nothing(tmp_path):
             [cg.ROOT / cg.GROUP] if cg.version() == 2 else [cg.ROOT / c / cg.GROUP for c in cg.V1_CONTROLLERS]
         )
         assert not [p for r in roots if r.exists() for p in r.iterdir() if p.name.startswith(f"{owner.pid}-")]
+
+
+def test_only_lines_signed_with_the_token_count():
+    from skyrl_gym.envs.code.judging import read_report, sign
+
+    token, data = "k" * 32, json.dumps({"stage": "tests", "passed": False})
+    good = f"{sign(token, data)} {data}"
+    flipped = good.replace("false", "true ")
+    other_key = f"{sign('j' * 32, data)} {data}"
+    spliced = good[:40] + '", "passed": true, "x": "' + good[40:]
+    unsigned = json.dumps({"stage": "tests", "passed": True, "token": token})
+    stdout = "\n".join([unsigned, flipped, other_key, spliced, "garbage", good, good + "\u2028"])
+    assert read_report(stdout, token) == [{"stage": "tests", "passed": False}]

@@ -21,7 +21,7 @@ So every comparison and every helper the tests use runs on the judge's own value
 builtins: no object with a forged ``__eq__``, no patched ``check`` or builtin, no look at the judge's frames and
 no ``sys.exit``/``os._exit`` can pass. A function that returns anything else (a generator, an instance of its
 own class) fails, as do a child that dies or breaks the exchange. The verdict reaches the host only on lines
-that carry the token; anything else the program writes there is ignored. (All of this holds where the program
+signed with the token (see :mod:`.judging`); anything else the program writes there is ignored. (All of this holds where the program
 runs without privileges, as in the ``bwrap`` sandbox; the ``process`` backend run as root gives the program
 root's ``CAP_SYS_PTRACE`` and cannot keep any judge's memory from it.)
 
@@ -40,7 +40,7 @@ import secrets
 import textwrap
 from typing import Any
 
-from skyrl_gym.envs.code.judging import JudgeUnavailable, read_report
+from skyrl_gym.envs.code.judging import SIGNING, JudgeUnavailable, read_report
 from skyrl_gym.runtime import Limits, RunResult, Sandbox
 
 __all__ = [
@@ -74,6 +74,7 @@ import base64, ctypes, io, json, os, signal, sys, time, traceback
 MAX_DEPTH = @MAX_DEPTH@
 MAX_VALUE_BYTES = @MAX_VALUE_BYTES@
 MAX_TEXT = @MAX_TEXT@
+@SIGNING@
 
 ENDED = "the program's side of the exchange ended"
 
@@ -284,8 +285,7 @@ def main():
     token = payload["token"]
 
     def report(message):
-        message["token"] = token
-        write_all(1, (json.dumps(message) + "\n").encode())
+        write_all(1, signed_line(token, message).encode())
 
     if not hidden:
         report({"judge_error": "the judge could not make itself non-dumpable (prctl)"})
@@ -404,6 +404,7 @@ finally:
 """.replace("@MAX_DEPTH@", str(MAX_DEPTH))
     .replace("@MAX_VALUE_BYTES@", str(MAX_VALUE_BYTES))
     .replace("@MAX_TEXT@", str(MAX_TEXT))
+    .replace("@SIGNING@", SIGNING)
 )
 
 
@@ -529,7 +530,7 @@ def judge_humaneval(
         stdin=payload,
         limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=256 * 1024),
     )
-    # only the judge's lines count: they carry the token, which the program never sees
+    # only the judge's lines count: they are signed with the token, which the program never sees
     messages = read_report(run.stdout, token)
     failure = next((m["judge_error"] for m in messages if isinstance(m.get("judge_error"), str)), None)
     if run.exit_code is None or failure is not None or not any(m.get("ready") is True for m in messages):

@@ -4,9 +4,9 @@ One sandbox run judges a program on all its tests: a small harness (:data:`HARNE
 starts the program once per test with that test's input on stdin, under that test's own time limit, and
 writes back what the program printed. The harness gets the inputs over its stdin, never as a file, and makes
 itself non-dumpable, so the program cannot read the other tests' inputs; expected outputs never enter the
-sandbox at all: the comparison happens here, outside. Each line of the harness's report carries a token it got
-with the inputs; lines without it (a program writing imitations to the host's pipe through ``/proc/1/fd/1``)
-are ignored, and only the first line for each test counts. After a test that crashes or runs out of time the
+sandbox at all: the comparison happens here, outside. Each line of the harness's report is signed with a key it got
+with the inputs (see :mod:`.judging`); other lines (a program writing imitations to the host's pipe through
+``/proc/1/fd/1``) are ignored, and only the first line for each test counts. After a test that crashes or runs out of time the
 harness stops, since the verdict is already a failure.
 
 Outputs are compared after normalising: ``\\r\\n`` is read as ``\\n``, trailing whitespace is dropped from every
@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from skyrl_gym.envs.code.judging import JudgeUnavailable, read_report
+from skyrl_gym.envs.code.judging import SIGNING, JudgeUnavailable, read_report
 from skyrl_gym.runtime import Limits, RunResult, Sandbox
 
 __all__ = [
@@ -53,6 +53,7 @@ STDERR_TAIL = 2000
 # Runs inside the sandbox with its Python (3.8 or newer); the standard library only.
 HARNESS = r"""
 import ctypes, json, os, selectors, signal, subprocess, sys, time
+@SIGNING@
 
 def hide_memory():
     # PR_SET_DUMPABLE 0: no process of the same user (the program) may ptrace us or open our /proc files
@@ -148,8 +149,7 @@ def main():
     token = payload["token"]
 
     def report(message):
-        message["token"] = token
-        sys.stdout.write(json.dumps(message, ensure_ascii=False) + "\n")
+        sys.stdout.write(signed_line(token, message))
         sys.stdout.flush()
 
     if not hidden:
@@ -164,7 +164,7 @@ def main():
             break
 
 main()
-"""
+""".replace("@SIGNING@", SIGNING)
 
 
 @dataclasses.dataclass(frozen=True)
