@@ -349,6 +349,11 @@ class Database:
             "max_value_chars": max_value_chars,
             "max_bytes": max_bytes,
         }
+        if check:
+            from skyrl_gym.envs.sql.safety import MAX_QUERY_CHARS
+
+            if len(sql) > MAX_QUERY_CHARS:  # before any rewriting, which would parse it
+                raise UnsafeQuery(f"the query is {len(sql)} characters long; the limit is {MAX_QUERY_CHARS}")
         with self._lock:
             if self._closed:
                 raise Error(f"{self} is closed")

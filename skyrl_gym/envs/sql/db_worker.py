@@ -62,6 +62,7 @@ __all__ = [
     "PRIVATE_PREFIX",
     "WORKER_LINGER_S",
     "Worker",
+    "live_workers",
     "serve",
     "sweep_stale_folders",
 ]
@@ -252,7 +253,9 @@ def _fetch(cursor: Any, request: Mapping[str, Any], deadline: float, first_batch
             rows.append(row)
             used += size
             cut += row_cut
-        batch = min(batch * 4, 1024)
+        # Grow fast for ordinary rows, but never convert more than the room left in the budget.
+        room = budget - used
+        batch = int(max(1, min(1024, batch * 32, room // max(1, used // max(1, len(rows))))))
     reply["values_cut"] = cut
     if max_rows is None or len(rows) <= max_rows:
         reply.update(rows=rows, total_rows=len(rows))
@@ -314,8 +317,8 @@ class _Watchdog(threading.Thread):
                 self.cond.wait(min(0.25, max(0.0, self.deadline - now)))
 
 
-def _make_private_folder(temp_root: str, parent: int) -> tuple[str, int]:
-    folder = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-{parent}-", dir=temp_root)
+def _make_private_folder(temp_root: str, caller: int) -> tuple[str, int]:
+    folder = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-{caller}-", dir=temp_root)
     fd = os.open(os.path.join(folder, _OWNER_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)  # held until this process ends, however it ends
     return folder, fd
@@ -360,7 +363,7 @@ def serve(frames_in: int = 0, frames_out: int | None = None) -> None:
         request = _recv_blocking(frames_in)
     except EOFError:
         return
-    folder, _owner_fd = _make_private_folder(request["temp_root"], parent)
+    folder, _owner_fd = _make_private_folder(request["temp_root"], request.get("caller", parent))
     engine = None
     try:
         _limit(resource.RLIMIT_FSIZE, TEMP_FILE_LIMIT_BYTES)
@@ -669,6 +672,25 @@ class _Zygote:
 _ZYGOTE = _Zygote()
 
 
+def live_workers() -> list[int]:
+    """The pids of this process's query workers that are running now (the zygote's children)."""
+    zygote = _ZYGOTE.proc
+    if zygote is None or zygote.poll() is not None:
+        return []
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == zygote.pid and fields[0] != "Z":
+            pids.append(int(entry))
+    return pids
+
+
 class Worker:
     """The caller's handle on one query worker process (see the module docstring)."""
 
@@ -697,6 +719,7 @@ class Worker:
             "path": path,
             "options": dict(options),
             "temp_root": tempfile.gettempdir(),
+            "caller": os.getpid(),
         }
         try:
             reply = self.call(request, time.monotonic() + OPEN_TIMEOUT_S, 1 << 20)
