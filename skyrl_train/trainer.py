@@ -82,7 +82,7 @@ class WorkerPlan:
 def plan_workers(config: Config) -> dict[str, WorkerPlan]:
     """The training roles of a run (policy; the reference model when a KL term is on; the critic for
     gae), each from its own section of ``trainer`` and its own ``trainer.placement`` sizes."""
-    from skyrl_train.workers.fsdp import CriticWorker, PolicyWorker, RefWorker
+    from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
     tr = config.trainer
     # the training forward divides the logits by the sampling temperature, as the sampler did

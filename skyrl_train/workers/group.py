@@ -2,7 +2,7 @@
 
 :class:`WorkerGroup` spawns ``world_size`` processes (``torch.multiprocessing``, spawn start method). Each
 joins a process group (gloo on CPU, NCCL on GPU, ``127.0.0.1`` and a free port), builds its worker (for
-example :class:`~skyrl_train.workers.fsdp.PolicyWorker`, which then shards the model with FSDP2) and waits
+example :class:`~skyrl_train.workers.policy.PolicyWorker`, which then shards the model with FSDP2) and waits
 for commands on its own queue. Batch methods send each rank its contiguous slice of the rows; the ranks
 run the same collective code and the driver returns rank 0's answer (metrics are already averaged over
 ranks by the workers) or the concatenated per-row outputs.
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_train import distributed as dist_utils
+from skyrl_train.workers.batching import batch_size, batch_tensors, run_mini_batches, slice_batch
 
 
 class WorkerGroupError(RuntimeError):
@@ -216,8 +217,6 @@ class WorkerGroup:
         return self._collect(method)
 
     def _call_sharded(self, method: str, batch: Any) -> list[Any]:
-        from skyrl_train.workers.fsdp import batch_size, batch_tensors, slice_batch
-
         self._check_open()
         tensors = batch_tensors(batch)
         size = batch_size(tensors)
@@ -251,8 +250,6 @@ class WorkerGroup:
 
     def train_batch(self, batch: Any, mini_batch_size: int, update_epochs: int = 1) -> dict[str, float]:
         """Optimizer steps over consecutive mini-batches of ``mini_batch_size`` rows (all ranks together)."""
-        from skyrl_train.workers.fsdp import run_mini_batches
-
         return run_mini_batches(self, batch, mini_batch_size, update_epochs, self.role)
 
     def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:

@@ -10,8 +10,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
-from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker, make_workers  # noqa: E402
-from skyrl_train.workers.fsdp import build_lr_scheduler  # noqa: E402
+from skyrl_train.workers import (  # noqa: E402
+    CriticWorker,
+    PolicyWorker,
+    RefWorker,
+    build_lr_scheduler,
+    make_workers,
+)
 
 VOCAB = 128
 
@@ -195,11 +200,13 @@ def test_lr_schedules_warm_up_then_hold_or_decay():
             sched.step()
         return out
 
-    assert lrs("constant_with_warmup", total=None) == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
+    # transformers' schedules (SkyRL's): the warm-up rises from 0, the decay reaches 0 at total_steps
+    assert lrs("constant_with_warmup", total=None) == [0.0, 0.5, 1.0, 1.0, 1.0, 1.0]
     cosine = lrs("cosine")
-    assert cosine[:3] == [0.5, 1.0, 1.0] and cosine[3] == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
+    assert cosine[:3] == [0.0, 0.5, 1.0] and cosine[3] == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
     assert cosine[-1] < cosine[-2] < cosine[-3]
     assert lrs("linear")[2:] == pytest.approx([1.0, 0.75, 0.5, 0.25])
+    assert lrs("linear", steps=7)[-1] == 0.0
     with pytest.raises(ValueError, match="total_steps"):
         lrs("cosine", total=None)
     with pytest.raises(ValueError, match="unknown lr scheduler"):

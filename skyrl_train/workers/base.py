@@ -1,0 +1,421 @@
+"""The training worker's base: one model in one training process, sharded with FSDP2 under a process group.
+
+One worker object lives in each training process. With a default process group (started by
+:class:`skyrl_train.workers.group.WorkerGroup`, gloo on CPU, NCCL on GPU) the model is sharded with
+``fully_shard`` per decoder layer and at the root, and every rank trains on its own slice of the batch
+(data parallel; FSDP averages the gradients). Without a process group the worker runs unsharded in the
+calling process, which is the CPU path of the main job.
+
+:class:`FSDPWorker` builds the model (the same initialisation on every rank), shards it, runs the forward
+passes that score response tokens, the optimizer step with its learning-rate schedule
+(``transformers.get_scheduler``, as SkyRL), full state dicts for weight sync and sharded checkpoints. The
+roles subclass it: :mod:`.policy`, :mod:`.reference`, :mod:`.critic`. Batches: :mod:`.batching`. Outputs are
+float32 CPU tensors of shape ``[B, T]``, 0 outside the response.
+
+Dropout is switched off when a worker is built, so the training forward scores tokens exactly like the
+forward that produced ``old_log_probs``; train steps run in train mode (gradient checkpointing needs it),
+everything else in eval mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import get_scheduler
+
+from skyrl_train import distributed as dist_utils
+from skyrl_train.config import FSDPConfig, OptimizerConfig, TrainerConfig
+from skyrl_train.workers.batching import (
+    Batch,
+    batch_tensors,
+    iter_micro_batches,
+    micro_batch_weight,
+    num_sequences,
+    pad_right,
+    position_ids,
+    run_mini_batches,
+    trim_padding,
+)
+
+__all__ = ["FSDPWorker", "ModelFactory", "build_lr_scheduler", "role_kwargs"]
+
+ModelFactory = Callable[[], nn.Module]
+"""Builds the worker's model (called once per process, under the worker's seed)."""
+
+_SCHEDULES = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}
+
+
+def build_lr_scheduler(
+    optimizer: torch.optim.Optimizer,
+    *,
+    warmup_steps: int = 0,
+    kind: str = "constant",
+    total_steps: int | None = None,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``warmup_steps`` optimizer steps, then a constant, cosine or linear learning rate.
+
+    ``kind`` is ``constant``, ``cosine`` or ``linear`` (the ``*_with_warmup`` spellings of the config are
+    accepted too); the schedules are ``transformers.get_scheduler``'s, as in SkyRL: the warm-up rises from 0
+    (step ``s`` uses ``lr * s / warmup_steps``), cosine and linear decay to 0 at ``total_steps``.
+    """
+    name = _SCHEDULES.get(kind.removesuffix("_with_warmup"))
+    if name is None:
+        raise ValueError(f"unknown lr scheduler {kind!r}; choose constant, cosine or linear (_with_warmup)")
+    if name != "constant_with_warmup" and not total_steps:
+        raise ValueError(f"the {kind} lr scheduler needs total_steps (the number of optimizer steps)")
+    return get_scheduler(
+        name, optimizer, num_warmup_steps=warmup_steps, num_training_steps=total_steps or None
+    )
+
+
+def role_kwargs(trainer: TrainerConfig, fsdp: FSDPConfig) -> dict[str, Any]:
+    """The keyword arguments every worker takes from the ``trainer`` section and its role's FSDP settings."""
+    return {
+        "device": "cuda" if trainer.placement.backend == "cuda" else "cpu",
+        "bf16": trainer.bf16,
+        "micro_batch_size": trainer.micro_train_batch_size_per_gpu,
+        "forward_micro_batch_size": trainer.micro_forward_batch_size_per_gpu,
+        "seed": trainer.seed,
+        "reshard_after_forward": fsdp.reshard_after_forward,
+        "cpu_offload": fsdp.cpu_offload,
+    }
+
+
+def _decoder_layers(model: nn.Module, layer_class_names: set[str]) -> list[nn.Module]:
+    """The transformer blocks to shard one by one: modules of the model's ``_no_split_modules`` classes,
+    else the children of the largest ``nn.ModuleList``."""
+    layers = [m for m in model.modules() if type(m).__name__ in layer_class_names]
+    if layers:
+        return layers
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList)]
+    return list(max(lists, key=len)) if lists else []
+
+
+def _enable_activation_checkpointing(model: nn.Module) -> None:
+    """Recompute each decoder layer's activations in the backward (transformers models)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    elif hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    else:
+        raise TypeError(f"{type(model).__name__} does not support gradient checkpointing")
+
+
+def _disable_dropout(model: nn.Module) -> None:
+    """Zero every dropout probability: the training forward must score tokens exactly like the forward
+    that produced ``old_log_probs`` (the PPO ratio is 1 before the first update)."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        for name in ("attention_dropout", "dropout", "hidden_dropout"):
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, 0.0)
+
+
+@contextlib.contextmanager
+def _single_process_dcp_quiet(sharded: bool) -> Iterator[None]:
+    # torch.distributed.checkpoint warns that it assumes one process; without a process group that is
+    # exactly what we mean.
+    with warnings.catch_warnings():
+        if not sharded:
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
+        yield
+
+
+def _full_value(tensor: torch.Tensor) -> float:
+    if hasattr(tensor, "full_tensor"):  # a DTensor from FSDP2's clip_grad_norm_
+        tensor = tensor.full_tensor()
+    return float(tensor.item())
+
+
+class FSDPWorker:
+    """Model construction, sharding, forward passes and checkpoints shared by the three workers."""
+
+    role = "model"
+
+    def __init__(
+        self,
+        model_factory: ModelFactory,
+        *,
+        device: str | torch.device = "cpu",
+        bf16: bool = False,
+        micro_batch_size: int = 1,
+        forward_micro_batch_size: int | None = None,
+        temperature: float = 1.0,
+        seed: int = 0,
+        gradient_checkpointing: bool = False,
+        reshard_after_forward: bool = True,
+        cpu_offload: bool = False,
+        trainable: bool = True,
+    ) -> None:
+        if micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.device = self._resolve_device(device)
+        self.bf16 = bool(bf16)
+        self.micro_batch_size = int(micro_batch_size)
+        self.forward_micro_batch_size = int(forward_micro_batch_size or micro_batch_size)
+        self.temperature = float(temperature)
+        self.rank = dist_utils.get_rank()
+        self.world_size = dist_utils.get_world_size()
+        self.sharded = dist_utils.is_distributed()
+        self.trainable = trainable
+        self.reshard_after_forward = reshard_after_forward
+        self.cpu_offload = cpu_offload and self.sharded
+
+        # The same random initialisation on every rank, without disturbing the caller's random state.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = self._build_model(model_factory)
+        if not self.cpu_offload:  # offloaded parameters stay on the CPU; FSDP moves them for compute
+            model.to(self.device)
+        if gradient_checkpointing:
+            _enable_activation_checkpointing(getattr(model, "backbone", model))
+        if not trainable:
+            model.requires_grad_(False)
+        _disable_dropout(model)
+        model.eval()
+        if self.sharded:
+            self._broadcast_from_rank0(model)
+            self._shard(model)
+        self.model = model
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+        self.global_step = 0
+
+    # -- setup
+
+    @staticmethod
+    def _resolve_device(device: str | torch.device) -> torch.device:
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        return device
+
+    def _build_model(self, model_factory: ModelFactory) -> nn.Module:
+        model = model_factory()
+        self._layer_class_names = set(getattr(model, "_no_split_modules", None) or ())
+        return model
+
+    def _broadcast_from_rank0(self, model: nn.Module) -> None:
+        # Ranks that built the model differently (another seed, another load) would otherwise hold
+        # shards of different models.
+        import torch.distributed as dist
+
+        with torch.no_grad():
+            for tensor in [*model.parameters(), *model.buffers()]:
+                if tensor.device == self.device:
+                    dist.broadcast(tensor.data, src=0)
+                else:  # CPU-offloaded parameters under NCCL travel through the GPU
+                    staged = tensor.data.to(self.device)
+                    dist.broadcast(staged, src=0)
+                    tensor.data.copy_(staged)
+
+    def _shard(self, model: nn.Module) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+        mesh = init_device_mesh(self.device.type, (self.world_size,))
+        options = {
+            # Gradients are reduced in float32 even when the forward runs in bf16.
+            "mp_policy": MixedPrecisionPolicy(reduce_dtype=torch.float32),
+            "offload_policy": CPUOffloadPolicy() if self.cpu_offload else OffloadPolicy(),
+        }
+        for layer in _decoder_layers(model, self._layer_class_names):
+            fully_shard(layer, mesh=mesh, reshard_after_forward=self.reshard_after_forward, **options)
+        # The root's parameters (embeddings, head) are needed right after the forward by the backward.
+        fully_shard(model, mesh=mesh, reshard_after_forward=False, **options)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.bf16 and self.device.type == "cuda":
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _to_device(self, mb: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {key: value.to(self.device, non_blocking=True) for key, value in mb.items()}
+
+    def _build_optimizer(self, optimizer_cfg: Any, total_steps: int | None) -> None:
+        opt = self.optimizer_cfg = OptimizerConfig.coerce(optimizer_cfg)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        beta1, beta2 = opt.adam_betas
+        self.optimizer = torch.optim.AdamW(
+            params, lr=opt.lr, betas=(beta1, beta2), weight_decay=opt.weight_decay
+        )
+        self.max_grad_norm = opt.max_grad_norm
+        self.scheduler = build_lr_scheduler(
+            self.optimizer, warmup_steps=opt.num_warmup_steps, kind=opt.scheduler, total_steps=total_steps
+        )
+
+    # -- forward
+
+    def _forward_logits(self, mb: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, int, int]:
+        """Logits that predict the response tokens kept after trimming: ``[b, kept, V]`` (untempered)."""
+        input_ids, attention_mask, kept, response_len = trim_padding(mb)
+        with self._autocast():
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids(attention_mask),
+                use_cache=False,
+            )
+        logits = out.logits if hasattr(out, "logits") else out[0]
+        length = input_ids.shape[1]
+        return logits[:, length - kept - 1 : length - 1, :], kept, response_len
+
+    def _log_probs_and_entropy(
+        self, mb: Mapping[str, torch.Tensor], *, with_entropy: bool, entropy_grad: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        from skyrl_train.algorithms.logits import entropy_from_logits, log_probs_from_logits
+
+        logits, kept, response_len = self._forward_logits(mb)
+        if self.temperature != 1.0:
+            logits = logits / self.temperature
+        labels = mb["input_ids"][:, mb["input_ids"].shape[1] - response_len :][:, :kept]
+        log_probs = pad_right(log_probs_from_logits(logits, labels), response_len)
+        entropy = None
+        if with_entropy:
+            # Without an entropy bonus the entropy is only a metric: keep its [b, T, V] graph out.
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                entropy = pad_right(entropy_from_logits(logits), response_len)
+        return log_probs, entropy
+
+    def _metric_device(self) -> Any:
+        return self.device if self.device.type == "cuda" else "cpu"
+
+    @torch.no_grad()
+    def compute_log_probs(self, batch: Batch) -> torch.Tensor:
+        """Per-token log-probabilities of the response tokens, ``[B, T]`` float32 on CPU (no gradients).
+
+        Runs in micro-batches of ``forward_micro_batch_size``; 0 where ``response_mask`` is 0.
+        """
+        tensors = batch_tensors(batch)
+        self.model.eval()
+        out = []
+        for mb in iter_micro_batches(tensors, self.forward_micro_batch_size):
+            mb = self._to_device(mb)
+            log_probs, _ = self._log_probs_and_entropy(mb, with_entropy=False)
+            out.append((log_probs * mb["response_mask"]).float().cpu())
+        return torch.cat(out, dim=0)
+
+    # -- weights and checkpoints
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """Unsharded float tensors on CPU, by parameter name, for the inference engine.
+
+        A collective under a process group: every rank must call it; rank 0 gets the tensors, the other
+        ranks an empty dict.
+        """
+        if not self.sharded:
+            return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(self.model, options=options)
+        return dict(state) if self.rank == 0 else {}
+
+    def _dcp_state(self) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+        if self.optimizer is None:
+            return {"model": get_model_state_dict(self.model)}
+        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        return {"model": model_state, "optimizer": optimizer_state}
+
+    def save_checkpoint(self, path: str | Path) -> None:
+        """Write the model, optimizer and scheduler into folder ``path`` (every rank must call it).
+
+        Model and optimizer go through torch.distributed.checkpoint (each rank writes its own shards, and
+        a checkpoint can be loaded under a different number of processes); the scheduler and the step
+        count go to ``worker_state.pt``.
+        """
+        import torch.distributed.checkpoint as dcp
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        with _single_process_dcp_quiet(self.sharded):
+            dcp.save(self._dcp_state(), checkpoint_id=str(path / "dcp"), no_dist=not self.sharded)
+        if self.rank == 0:
+            extra = {
+                "global_step": self.global_step,
+                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            }
+            torch.save(extra, path / "worker_state.pt")
+        dist_utils.barrier()
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore what :meth:`save_checkpoint` wrote into ``path`` (every rank must call it)."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
+
+        path = Path(path)
+        if not (path / "dcp").is_dir():
+            raise FileNotFoundError(f"no worker checkpoint in '{path}' (expected a 'dcp' folder)")
+        state = self._dcp_state()
+        with _single_process_dcp_quiet(self.sharded):
+            dcp.load(state, checkpoint_id=str(path / "dcp"), no_dist=not self.sharded)
+        if self.optimizer is None:
+            set_model_state_dict(self.model, state["model"])
+        else:
+            set_state_dict(
+                self.model,
+                self.optimizer,
+                model_state_dict=state["model"],
+                optim_state_dict=state["optimizer"],
+            )
+        extra = torch.load(path / "worker_state.pt", map_location="cpu", weights_only=False)
+        self.global_step = int(extra["global_step"])
+        if self.scheduler is not None and extra["scheduler"] is not None:
+            self.scheduler.load_state_dict(extra["scheduler"])
+
+    # -- optimizer step
+
+    def _clip_and_step(self) -> dict[str, float]:
+        """Clip gradients (FSDP-aware), step the optimizer and the scheduler; skip non-finite steps."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        max_norm = float(self.max_grad_norm) if self.max_grad_norm else float("inf")
+        grad_norm = _full_value(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        skipped = not math.isfinite(grad_norm)
+        if not skipped:
+            self.optimizer.step()
+            self.scheduler.step()
+            self.global_step += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.eval()
+        return {"grad_norm": grad_norm, "lr": lr, "skipped_step": float(skipped)}
+
+    def _global_counts(self, tensors: Mapping[str, torch.Tensor]) -> tuple[float, float]:
+        tokens = float(tensors["response_mask"].sum())
+        sequences = num_sequences(tensors["response_mask"])
+        device = self.device if self.device.type == "cuda" else "cpu"
+        return dist_utils.all_reduce_sum(tokens, device), dist_utils.all_reduce_sum(sequences, device)
+
+    def _micro_weight(self, mb: Mapping[str, torch.Tensor], reduction: str, tokens: float, seqs: float):
+        """See :func:`~skyrl_train.workers.batching.micro_batch_weight`."""
+        return micro_batch_weight(mb["response_mask"], reduction, tokens, seqs, self.world_size)
+
+    def train_batch(self, batch: Batch, mini_batch_size: int, update_epochs: int = 1) -> dict[str, float]:
+        """Several optimizer steps over one batch: ``update_epochs`` passes of consecutive mini-batches.
+
+        Returns the metrics averaged over the steps, plus ``<role>/num_updates``.
+        """
+        return run_mini_batches(self, batch, mini_batch_size, update_epochs, self.role)
+
+    def train_step(self, batch: Batch) -> dict[str, float]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:
+        """Start a fresh optimizer and learning-rate schedule (e.g. RL after a supervised warm-up)."""
+        self._build_optimizer(optimizer_cfg, total_steps)
+
+    def shutdown(self) -> None:
+        """Nothing to stop in process; here so that a worker and a WorkerGroup are interchangeable."""

@@ -1,0 +1,167 @@
+"""``PolicyWorker``: the policy's log-probabilities and its clipped policy-gradient updates.
+
+The loss is the one registered under ``trainer.algorithm.policy_loss_type`` (PPO clip, dual clip, GSPO...),
+plus the KL loss and the entropy bonus when they are on, reduced as ``loss_reduction`` says. Micro-batches
+accumulate gradients weighted so that one step equals one step on the whole (all-rank) mini-batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from skyrl_train import distributed as dist_utils
+from skyrl_train.config import AlgorithmConfig, TrainerConfig
+from skyrl_train.workers.base import FSDPWorker, ModelFactory, role_kwargs
+from skyrl_train.workers.batching import Batch, batch_tensors, iter_micro_batches
+
+__all__ = ["PolicyWorker", "resolve_policy_loss"]
+
+
+def _old_log_probs(mb: Mapping[str, torch.Tensor], log_probs: torch.Tensor) -> torch.Tensor:
+    """The batch's old log-probs; without them (a strictly on-policy step: one mini-batch, one update
+    epoch) the current ones, detached, which are the same numbers without a second forward pass."""
+    old = mb.get("old_log_probs")
+    return log_probs.detach() if old is None else old
+
+
+def resolve_policy_loss(name: str) -> Callable:
+    """The policy loss registered under ``name`` (built-ins and ``@register_policy_loss`` ones)."""
+    from skyrl_train.algorithms.registry import get_policy_loss
+
+    return get_policy_loss(name)
+
+
+class PolicyWorker(FSDPWorker):
+    """The policy: log-probabilities and clipped policy-gradient updates.
+
+    ``optimizer_cfg``: an :class:`~skyrl_train.config.OptimizerConfig` (a dict of its fields or None: the
+    schema's defaults); cosine and linear schedules need ``total_steps`` (optimizer steps of the run).
+    ``algorithm_cfg``: an :class:`~skyrl_train.config.AlgorithmConfig` (or a dict of its fields): the
+    worker reads ``policy_loss_type``, ``loss_reduction``, ``max_seq_len``, ``use_kl_loss``,
+    ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss`` and ``entropy_loss_coef``; the policy
+    loss reads its own fields (``eps_clip_low``...) from it.
+    ``policy_loss_fn`` replaces the registry lookup by ``policy_loss_type`` with a callable of the
+    registry's signature ``fn(log_probs, old_log_probs, advantages, response_mask, cfg) -> (loss,
+    metrics)``. ``temperature`` divides the logits, as the sampler did.
+    """
+
+    role = "policy"
+
+    def __init__(
+        self,
+        model_factory: ModelFactory,
+        optimizer_cfg: Any = None,
+        algorithm_cfg: Any = None,
+        *,
+        device: str | torch.device = "cpu",
+        bf16: bool = False,
+        micro_batch_size: int = 1,
+        forward_micro_batch_size: int | None = None,
+        temperature: float = 1.0,
+        seed: int = 0,
+        gradient_checkpointing: bool = False,
+        reshard_after_forward: bool = True,
+        cpu_offload: bool = False,
+        total_steps: int | None = None,
+        policy_loss_fn: Callable | None = None,
+    ) -> None:
+        super().__init__(
+            model_factory,
+            device=device,
+            bf16=bf16,
+            micro_batch_size=micro_batch_size,
+            forward_micro_batch_size=forward_micro_batch_size,
+            temperature=temperature,
+            seed=seed,
+            gradient_checkpointing=gradient_checkpointing,
+            reshard_after_forward=reshard_after_forward,
+            cpu_offload=cpu_offload,
+            trainable=True,
+        )
+        algorithm = self.algorithm_cfg = AlgorithmConfig.coerce(algorithm_cfg)
+        self.loss_reduction = algorithm.loss_reduction
+        self.max_seq_len = algorithm.max_seq_len
+        self.policy_loss_fn = policy_loss_fn or resolve_policy_loss(algorithm.policy_loss_type)
+        self.use_kl_loss = algorithm.use_kl_loss
+        self.kl_loss_coef = algorithm.kl_loss_coef
+        self.kl_estimator = algorithm.kl_estimator_type
+        self.entropy_coef = algorithm.entropy_loss_coef if algorithm.use_entropy_loss else 0.0
+        self._build_optimizer(optimizer_cfg, total_steps)
+
+    @staticmethod
+    def config_kwargs(trainer: TrainerConfig, *, temperature: float) -> dict[str, Any]:
+        """The constructor's keyword arguments for the config's ``trainer`` section (everything but the
+        model factory and ``total_steps``); ``temperature`` is the rollouts' sampling temperature."""
+        return {
+            "optimizer_cfg": trainer.policy.optimizer_config,
+            "algorithm_cfg": trainer.algorithm,
+            "temperature": temperature,
+            **role_kwargs(trainer, trainer.policy.fsdp_config),
+            "gradient_checkpointing": trainer.gradient_checkpointing,
+        }
+
+    def _reduce(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        from skyrl_train.algorithms.reductions import reduce_loss
+
+        return reduce_loss(values, mask, self.loss_reduction, max_seq_len=self.max_seq_len)
+
+    def _kl(self, log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+        from skyrl_train.algorithms.kl import kl_penalty
+
+        return kl_penalty(log_probs, ref_log_probs, self.kl_estimator)
+
+    def train_step(self, batch: Batch) -> dict[str, float]:
+        """One optimizer step on one mini-batch (this rank's slice of it under a process group).
+
+        Micro-batches of ``micro_batch_size`` accumulate gradients, each loss weighted by its share of the
+        mini-batch's tokens (token_mean) or sequences (the sequence-mean reductions) across all ranks, so
+        the step equals one step on the whole mini-batch at once. Returns metrics averaged over ranks:
+        ``policy/loss``, ``policy/pg_loss``, ``policy/entropy`` (token mean), ``policy/grad_norm`` (before
+        clipping), ``policy/lr``, ``policy/skipped_step`` (1 when the gradient was not finite and the step
+        was skipped), the loss's own metrics (``policy/clip_frac``...), and, when the batch carries
+        ``ref_log_probs``, ``policy/kl`` (and ``policy/kl_loss`` when the KL loss is on).
+        """
+        tensors = batch_tensors(batch)
+        self.model.train()  # dropout is off (see _disable_dropout); gradient checkpointing needs it
+        has_ref = tensors.get("ref_log_probs") is not None
+        tokens, seqs = self._global_counts(tensors)
+        sums: dict[str, float] = {}
+        entropy_sum = 0.0
+
+        def add(key: str, value: Any, weight: float) -> None:
+            sums[key] = sums.get(key, 0.0) + float(value) * weight
+
+        for mb in iter_micro_batches(tensors, self.micro_batch_size):
+            mb = self._to_device(mb)
+            mask = mb["response_mask"].float()
+            log_probs, entropy = self._log_probs_and_entropy(
+                mb, with_entropy=True, entropy_grad=bool(self.entropy_coef)
+            )
+            pg_loss, loss_metrics = self.policy_loss_fn(
+                log_probs, _old_log_probs(mb, log_probs), mb["advantages"], mask, self.algorithm_cfg
+            )
+            loss = pg_loss
+            weight = self._micro_weight(mb, self.loss_reduction, tokens, seqs)
+            if has_ref:
+                kl_loss = self._reduce(self._kl(log_probs, mb["ref_log_probs"]), mask)
+                if self.use_kl_loss:
+                    loss = loss + self.kl_loss_coef * kl_loss
+                    add("kl_loss", kl_loss.detach(), weight)
+                add("kl", kl_loss.detach(), weight)
+            if self.entropy_coef:
+                loss = loss - self.entropy_coef * self._reduce(entropy, mask)
+            (loss * weight).backward()
+            add("loss", loss.detach(), weight)
+            add("pg_loss", pg_loss.detach(), weight)
+            for key, value in (loss_metrics or {}).items():
+                add(key, value, weight)
+            entropy_sum += float((entropy.detach() * mask).sum())
+
+        device = self._metric_device()
+        metrics = dist_utils.all_reduce_mean(sums, device)
+        metrics["entropy"] = dist_utils.all_reduce_sum(entropy_sum, device) / max(tokens, 1.0)
+        metrics.update(self._clip_and_step())
+        return {f"policy/{key}": value for key, value in metrics.items()}
