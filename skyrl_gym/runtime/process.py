@@ -47,15 +47,16 @@ def work_root() -> Path:
 
 def sweep_stale_folders() -> int:
     """Remove work folders whose owning process died without removing them (their names start with the owner's
-    pid and start time, see :func:`~skyrl_gym.runtime.cgroups.owner_tag`); returns how many."""
-    swept = 0
-    root = work_root()
+    pid and start time, see :func:`~skyrl_gym.runtime.cgroups.owner_tag`), and kill what their runs left
+    running (a child in a session of its own does not die with its parent); returns how many."""
+    stale = []
     with contextlib.suppress(OSError):
-        for folder in root.iterdir():
-            if owner_gone(folder.name):
-                shutil.rmtree(folder, ignore_errors=True)
-                swept += 1
-    return swept
+        stale = [folder for folder in work_root().iterdir() if owner_gone(folder.name)]
+    if stale:
+        _kill_marked_any({folder.name.encode() for folder in stale})
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    return len(stale)
 
 
 def _make_work_root() -> Path:
@@ -73,17 +74,24 @@ MARKER = "SKYRL_SANDBOX_RUN"
 
 def _kill_marked(marker: bytes) -> None:
     """Kill every process whose environment carries ``MARKER=<marker>`` (children that left the group)."""
-    needle = f"{MARKER}=".encode() + marker + b"\0"
+    _kill_marked_any({marker})
+
+
+def _kill_marked_any(markers: set[bytes]) -> None:
+    """Kill every process whose environment carries ``MARKER=<m>`` for one of ``markers``."""
+    prefix = f"{MARKER}=".encode()
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
             try:
                 with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                    if needle in handle.read() + b"\0":
-                        os.kill(int(entry.name), signal.SIGKILL)
-            except (OSError, ValueError):
+                    variables = handle.read().split(b"\0")
+            except OSError:
                 continue
+            if any(v.startswith(prefix) and v[len(prefix) :] in markers for v in variables):
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry.name), signal.SIGKILL)
 
 
 def _rlimit_setter(limits: Limits, set_nproc: bool):
