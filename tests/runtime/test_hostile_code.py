@@ -889,6 +889,13 @@ def run_unprivileged(script: str, timeout_s: float = 120) -> dict:
     if os.geteuid() == 0:
         prefix = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}", "--clear-groups"]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(REPO), "LANG": "C.UTF-8"}
+    probe = [*prefix, os.sys.executable, "-c", "import skyrl_gym.runtime"]
+    tried = subprocess.run(probe, capture_output=True, text=True, timeout=60, cwd="/", env=env)
+    if tried.returncode != 0:
+        pytest.skip(
+            f"uid {UNPRIVILEGED_UID} cannot run this checkout's Python (keep the checkout and its virtual "
+            f"environment readable by every user): {tried.stderr.strip()[-300:]}"
+        )
     out = subprocess.run(
         [*prefix, os.sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout_s, cwd="/",
         env=env,
