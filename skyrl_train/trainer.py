@@ -124,11 +124,14 @@ def build_worker(plan: WorkerPlan, **extra: Any) -> Any:
 
 
 def engine_shares_policy(config: Config) -> bool:
-    """Whether the inference engine runs the policy's own model object (weight sync is then free): the hf
-    engine, one policy worker in this process, the policy's float32, and weights synced at all."""
+    """Whether the inference engine runs the policy's own model object (weight sync is then free): an
+    engine that can (``runs_shared_model``: hf), one policy worker in this process, the policy's float32,
+    and weights synced at all."""
+    from skyrl_train.inference.base import engine_class
+
     gen = config.generator
     return (
-        gen.backend == "hf"
+        engine_class(gen.backend).runs_shared_model
         and config.policy_world_size == 1
         and gen.model_dtype == "float32"
         and config.trainer.sync_weights

@@ -8,21 +8,22 @@ Sampling parameters are the config's own type (:class:`skyrl_train.config.Sampli
 here): `generator.sampling_params` is what the engines receive, with the per-turn changes the generator
 makes (token budget, stop strings, seed).
 
-The trainer builds its engine with `engine_class(generator.backend).from_config(generator, ...)`: each engine
-reads its own settings from the generator section. This module imports nothing heavy; an engine's module is
-imported only when it is chosen.
+Engines are chosen by name through one registry, :data:`ENGINES` (`generator.backend`): the trainer builds
+its engine with `engine_class(generator.backend).from_config(generator, ...)`, each engine reading its own
+settings from the generator section; `make_engine(kind, ...)` builds one outside a config through the
+engine's own `create`. This module imports nothing heavy; an engine's module is imported only when it is
+chosen.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from skyrl_gym.registries import Registry
 from skyrl_train.config import SamplingParams
 
 if TYPE_CHECKING:
@@ -71,6 +72,10 @@ class InferenceEngine(ABC):
     (any OpenAI-compatible `/v1/completions` server). Engines are safe to call from many coroutines at once;
     concurrent calls are batched together where the engine can.
     """
+
+    runs_shared_model: ClassVar[bool] = False
+    """Whether `from_config(model=...)` generates with the given model object itself, so that the policy's
+    updates reach the engine without copying weights (the `hf` engine)."""
 
     @property
     @abstractmethod
@@ -125,6 +130,15 @@ class InferenceEngine(ABC):
         """
         return cls(model_path=model_path, model=model, tokenizer=tokenizer)  # type: ignore[call-arg]
 
+    @classmethod
+    def create(
+        cls, *, model_path: str | None = None, model: Any = None, tokenizer: Any = None, **options: Any
+    ) -> InferenceEngine:
+        """Build the engine outside a config (`make_engine`): `model_path`, a model object, a tokenizer and
+        the engine's own keyword options. The default is `Class(model_path=..., model=..., tokenizer=...,
+        **options)`; each built-in engine says what it needs."""
+        return cls(model_path=model_path, model=model, tokenizer=tokenizer, **options)  # type: ignore[call-arg]
+
     def __enter__(self) -> InferenceEngine:
         return self
 
@@ -132,32 +146,33 @@ class InferenceEngine(ABC):
         self.close()
 
 
-# kind -> "module:Class"; make_engine imports the module only when that kind is chosen.
-ENGINES: dict[str, str] = {
-    "hf": "skyrl_train.inference.hf:HFEngine",
-    "vllm": "skyrl_train.inference.vllm:VLLMEngine",
-    "remote": "skyrl_train.inference.remote:RemoteEngine",
-}
+ENGINES: Registry[type[InferenceEngine]] = Registry(
+    "inference engine",
+    "generator.backend",
+    builtins={
+        "hf": "skyrl_train.inference.hf:HFEngine",
+        "vllm": "skyrl_train.inference.vllm:VLLMEngine",
+        "remote": "skyrl_train.inference.remote:RemoteEngine",
+    },
+)
+"""Engine classes by name (``generator.backend``); a built-in's module is imported only when it is chosen."""
 
 
-def register_engine(kind: str, entry_point: str) -> None:
-    """Make a custom engine available to `make_engine(kind, ...)`; `entry_point` is "module:Class".
+def register_engine(kind: str, engine: str | type[InferenceEngine], *, override: bool = False) -> None:
+    """Make a custom engine available to `make_engine(kind, ...)` and `generator.backend`.
 
-    The class is constructed as `Class(model_path=..., model=..., tokenizer=..., **options)`.
+    `engine` is the class or its "module:Class" entry point (imported when first chosen). A custom engine
+    is built by its `create` (default: `Class(model_path=..., model=..., tokenizer=..., **options)`).
     """
-    if ":" not in entry_point:
-        raise ValueError(f"entry_point must look like 'package.module:Class', got {entry_point!r}")
-    ENGINES[kind] = entry_point
+    if isinstance(engine, str):
+        ENGINES.register_lazy(kind, engine, override=override)
+    else:
+        ENGINES.register(kind, engine, override=override)
 
 
 def engine_class(kind: str) -> type[InferenceEngine]:
-    """The engine class registered as `kind` (its module is imported now)."""
-    if kind not in ENGINES:
-        close = difflib.get_close_matches(kind, ENGINES, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise ValueError(f"unknown inference engine '{kind}'; {hint}known: {', '.join(sorted(ENGINES))}")
-    module_name, _, class_name = ENGINES[kind].partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    """The engine class registered as `kind` (its module is imported now); a did-you-mean if none."""
+    return ENGINES.get(kind)
 
 
 def make_engine(
@@ -168,7 +183,7 @@ def make_engine(
     tokenizer: Any = None,
     **options: Any,
 ) -> InferenceEngine:
-    """Build an inference engine by name.
+    """Build an inference engine by name, with the engine's own `create`.
 
     - "hf": runs `model` (a transformers model object, e.g. the policy itself, so weight sync is free) or
       loads `model_path`; options go to `HFEngine` (`max_batch_size`, `seed`, ...).
@@ -178,38 +193,4 @@ def make_engine(
       model and the tokenizer to load.
     `model_path` accepts Hugging Face names, local folders and "embedded:smollm2-135m".
     """
-    cls = engine_class(kind)
-    if kind == "hf":
-        from skyrl_train.models import load_model, load_tokenizer
-
-        if model is None:
-            if model_path is None:
-                raise ValueError("make_engine('hf') needs a model object or a model_path")
-            model = load_model(
-                model_path, dtype=options.pop("dtype", "float32"), device=options.pop("device", "cpu")
-            )
-        if tokenizer is None:
-            if model_path is None:
-                raise ValueError(
-                    "make_engine('hf', model=...) needs a tokenizer or a model_path to load it from"
-                )
-            tokenizer = load_tokenizer(model_path)
-        return cls(model, tokenizer, **options)
-    if kind == "vllm":
-        if model_path is None:
-            raise ValueError("make_engine('vllm') needs a model_path (vLLM loads the weights itself)")
-        return cls(model_path, tokenizer=tokenizer, **options)
-    if kind == "remote":
-        if "base_url" not in options:
-            raise ValueError("make_engine('remote') needs base_url, e.g. 'http://127.0.0.1:8000'")
-        if tokenizer is None and model_path is not None:
-            from skyrl_train.models import load_tokenizer
-
-            tokenizer = load_tokenizer(model_path)
-        return cls(
-            options.pop("base_url"),
-            tokenizer=tokenizer,
-            model_name=options.pop("model_name", model_path),
-            **options,
-        )
-    return cls(model_path=model_path, model=model, tokenizer=tokenizer, **options)
+    return engine_class(kind).create(model_path=model_path, model=model, tokenizer=tokenizer, **options)

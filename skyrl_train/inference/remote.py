@@ -96,6 +96,25 @@ class RemoteEngine(InferenceEngine):
             tokenizer = load_tokenizer(model_path)
         return cls(generator.remote_inference_engine_urls, tokenizer=tokenizer, model_name=model_path)
 
+    @classmethod
+    def create(
+        cls, *, model_path: str | None = None, model: Any = None, tokenizer: Any = None, **options: Any
+    ) -> RemoteEngine:
+        """A client of `options["base_url"]` (one URL or several) serving `model_name` (default
+        `model_path`, whose tokenizer is loaded when none is given); other options go to the constructor."""
+        if "base_url" not in options:
+            raise ValueError("make_engine('remote') needs base_url, e.g. 'http://127.0.0.1:8000'")
+        if tokenizer is None and model_path is not None:
+            from skyrl_train.models import load_tokenizer
+
+            tokenizer = load_tokenizer(model_path)
+        return cls(
+            options.pop("base_url"),
+            tokenizer=tokenizer,
+            model_name=options.pop("model_name", model_path),
+            **options,
+        )
+
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer

@@ -117,6 +117,15 @@ class VLLMEngine(InferenceEngine):
         itself, so a `model` object is not used."""
         return cls(model_path, tokenizer=tokenizer, **cls.engine_args(generator, seed=seed))
 
+    @classmethod
+    def create(
+        cls, *, model_path: str | None = None, model: Any = None, tokenizer: Any = None, **options: Any
+    ) -> VLLMEngine:
+        """vLLM loads `model_path` itself (a model object is not used); options go to the constructor."""
+        if model_path is None:
+            raise ValueError("make_engine('vllm') needs a model_path (vLLM loads the weights itself)")
+        return cls(model_path, tokenizer=tokenizer, **options)
+
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer

@@ -17,9 +17,12 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from skyrl_train.inference import GenerationOutput, SamplingParams, make_engine
+from skyrl_gym.registries import Registry, UnknownNameError
+from skyrl_train.inference import ENGINES, GenerationOutput, SamplingParams, make_engine, register_engine
 from skyrl_train.inference.hf import HFEngine
+from skyrl_train.inference.hf.sampling import sample_tokens
 from skyrl_train.inference.remote import RemoteEngine, RemoteEngineError
+from skyrl_train.inference.scripted import ScriptedEngine
 from skyrl_train.models import load_tokenizer
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
@@ -151,7 +154,7 @@ def test_sampling_follows_the_filtered_distribution(engine, options, expected):
     logits = torch.log(probs).clamp(min=-1e4).expand(20000, -1).contiguous()
     params = SamplingParams(**{"temperature": 1.0, **options})
     rows = [SimpleNamespace(params=params, generator=None)] * logits.shape[0]
-    tokens, logprobs = engine._sample(logits, rows)
+    tokens, logprobs = sample_tokens(logits, rows, engine._rng)
     frequencies = torch.bincount(tokens, minlength=16)[:4].float() / tokens.numel()
     assert torch.allclose(frequencies, torch.tensor(expected), atol=0.015)
     # Logprobs are always those of the raw distribution (temperature 1, no filtering).
@@ -303,10 +306,30 @@ def test_make_engine_by_name(model, tokenizer):
     engine = make_engine("hf", model=model, tokenizer=tokenizer, max_batch_size=4)
     assert isinstance(engine, HFEngine) and engine.max_batch_size == 4
     engine.close()
-    with pytest.raises(ValueError, match="did you mean 'hf'"):
+    assert isinstance(ENGINES, Registry) and {"hf", "vllm", "remote"} <= set(ENGINES)
+    with pytest.raises(UnknownNameError, match=r"'hff' \(generator.backend\); did you mean 'hf'"):
         make_engine("hff", model=model, tokenizer=tokenizer)
     with pytest.raises(ValueError, match="base_url"):
         make_engine("remote", tokenizer=tokenizer)
+
+
+def test_a_registered_engine_is_built_by_its_create(model, tokenizer):
+    class Echo(ScriptedEngine):
+        """Answers every prompt with the text it was built with."""
+
+        @classmethod
+        def create(cls, *, model_path=None, model=None, tokenizer=None, text="", **options):
+            return cls(tokenizer, lambda conversation: text, **options)
+
+    register_engine("echo_for_test", Echo)
+    try:
+        engine = make_engine("echo_for_test", tokenizer=tokenizer, text="hi")
+        (out,) = engine.generate_sync([[1, 2]], GREEDY)
+        assert tokenizer.decode(out.token_ids[:-1]) == "hi" and not Echo.runs_shared_model
+        with pytest.raises(ValueError, match="already registered"):
+            register_engine("echo_for_test", "somewhere.else:Engine")
+    finally:
+        ENGINES.unregister("echo_for_test")
 
 
 def test_importing_the_package_stays_light():
