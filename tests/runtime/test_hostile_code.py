@@ -8,6 +8,7 @@ control group and no work folder left behind. The ``process`` backend gets the a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -891,11 +892,36 @@ def run_unprivileged(script: str, timeout_s: float = 120) -> dict:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(REPO), "LANG": "C.UTF-8"}
     probe = [*prefix, os.sys.executable, "-c", "import skyrl_gym.runtime"]
     tried = subprocess.run(probe, capture_output=True, text=True, timeout=60, cwd="/", env=env)
+    if tried.returncode != 0 and os.geteuid() == 0:
+        # A checkout in a private folder (mktemp -d makes it 0700): let others through its ancestors while the
+        # script runs, and put the modes back after.
+        with _traversable(REPO):
+            return _run_unprivileged(prefix, script, env, timeout_s)
     if tried.returncode != 0:
         pytest.skip(
             f"uid {UNPRIVILEGED_UID} cannot run this checkout's Python (keep the checkout and its virtual "
             f"environment readable by every user): {tried.stderr.strip()[-300:]}"
         )
+    return _run_unprivileged(prefix, script, env, timeout_s)
+
+
+@contextlib.contextmanager
+def _traversable(path: Path):
+    """Give others search permission on the ancestors of ``path`` that lack it, for the block's length."""
+    changed = []
+    try:
+        for folder in [path, *path.parents]:
+            mode = folder.stat().st_mode
+            if not mode & 0o001:
+                os.chmod(folder, mode | 0o005)
+                changed.append((folder, mode))
+        yield
+    finally:
+        for folder, mode in changed:
+            os.chmod(folder, mode)
+
+
+def _run_unprivileged(prefix: list, script: str, env: dict, timeout_s: float) -> dict:
     out = subprocess.run(
         [*prefix, os.sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout_s, cwd="/",
         env=env,
