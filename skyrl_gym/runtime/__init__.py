@@ -15,13 +15,17 @@ service) plug in with :func:`register_backend`. Which backend ran is in every :c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from skyrl_gym.registries import Registry
 from skyrl_gym.runtime.base import Limits, RunResult, Sandbox, SandboxProcess
 from skyrl_gym.runtime.session import CellResult, PythonSession
 
 __all__ = [
+    "BACKENDS",
+    "Backend",
     "CellResult",
     "Limits",
     "PythonSession",
@@ -52,11 +56,21 @@ def _process_factory(**options: Any) -> Sandbox:
     return ProcessSandbox(**options)
 
 
-# name -> (strength, factory, availability check); higher strength is stronger isolation
-_BACKENDS: dict[str, tuple[int, Callable[..., Sandbox], Callable[[], tuple[bool, str]]]] = {
-    "bwrap": (20, _bwrap_factory, _bwrap_check),
-    "process": (0, _process_factory, lambda: (True, "")),
-}
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """One sandbox backend: ``factory(**options)`` builds it, ``check()`` says whether it works here (and why
+    not), ``strength`` orders backends for ``make_sandbox("auto")``, which only considers ``auto`` ones."""
+
+    factory: Callable[..., Sandbox]
+    check: Callable[[], tuple[bool, str]]
+    strength: int
+    auto: bool = True
+
+
+BACKENDS: Registry[Backend] = Registry("sandbox backend", "env_config.sandbox")
+"""Sandbox backends by name (``bwrap`` is 20 strong, ``process`` 0)."""
+BACKENDS.register("bwrap", Backend(_bwrap_factory, _bwrap_check, strength=20))
+BACKENDS.register("process", Backend(_process_factory, lambda: (True, ""), strength=0))
 
 
 def _docker_factory(**options: Any) -> Sandbox:
@@ -77,21 +91,22 @@ def register_backend(
     *,
     strength: int,
     check: Callable[[], tuple[bool, str]] = lambda: (True, ""),
+    auto: bool = True,
 ) -> None:
-    """Add a sandbox backend: ``factory(**options)`` builds it, ``check()`` says whether it works here (and why
-    not), ``strength`` orders backends for ``make_sandbox("auto")`` (bwrap is 20, process 0)."""
-    _BACKENDS[name] = (strength, factory, check)
+    """Add a sandbox backend to :data:`BACKENDS` (see :class:`Backend`); a name given again is replaced."""
+    BACKENDS.register(name, Backend(factory, check, strength, auto), override=True)
 
 
 # Docker is chosen by name only (make_sandbox("docker", image=...)): "auto" would otherwise move the Python and
 # code environments into containers whenever an engine happens to run, where they need an image built first.
-register_backend("docker", _docker_factory, strength=-10, check=_docker_check)
+register_backend("docker", _docker_factory, strength=-10, check=_docker_check, auto=False)
 
 
-def available_backends() -> list[str]:
-    """The backends that work on this machine, strongest first."""
-    ranked = sorted(_BACKENDS.items(), key=lambda item: -item[1][0])
-    return [name for name, (_, _, check) in ranked if check()[0]]
+def available_backends(*, named_only: bool = False) -> list[str]:
+    """The backends that work on this machine, strongest first: those ``"auto"`` may pick, and with
+    ``named_only=True`` also those chosen only by name (``docker``, which needs an ``image``)."""
+    ranked = sorted(BACKENDS.items(), key=lambda item: -item[1].strength)
+    return [name for name, backend in ranked if (backend.auto or named_only) and backend.check()[0]]
 
 
 def make_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
@@ -102,11 +117,10 @@ def make_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
     """
     if backend == "auto":
         for name in available_backends():
-            return _BACKENDS[name][1](**options)
+            return BACKENDS.get(name).factory(**options)
         raise RuntimeError("no sandbox backend works on this machine")
-    if backend not in _BACKENDS:
-        raise ValueError(f"unknown sandbox backend {backend!r}; known: {', '.join(sorted(_BACKENDS))}")
-    ok, why = _BACKENDS[backend][2]()
+    chosen = BACKENDS.get(backend)  # an unknown name: UnknownNameError (a ValueError) with a did-you-mean
+    ok, why = chosen.check()
     if not ok:
         raise RuntimeError(f"sandbox backend {backend!r} is not available here: {why}")
-    return _BACKENDS[backend][1](**options)
+    return chosen.factory(**options)

@@ -607,7 +607,7 @@ def test_python_env_reader_replaced_then_a_long_block_in_one_reply():
 @pytest.fixture
 def broken_bwrap():
     """A registered backend whose sandboxes cannot start (bwrap is asked to show a path that does not exist)."""
-    from skyrl_gym.runtime import _BACKENDS, register_backend
+    from skyrl_gym.runtime import BACKENDS, register_backend
     from skyrl_gym.runtime.bwrap import BwrapSandbox
 
     register_backend(
@@ -616,7 +616,7 @@ def broken_bwrap():
         strength=-1,
     )
     yield "broken-bwrap"
-    del _BACKENDS["broken-bwrap"]
+    BACKENDS.unregister("broken-bwrap")
     from skyrl_gym.envs.code.env import _SANDBOXES
 
     _SANDBOXES.pop("broken-bwrap", None)

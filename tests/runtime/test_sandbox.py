@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from skyrl_gym.runtime import (
-    _BACKENDS,
+    BACKENDS as BACKEND_REGISTRY,
+)
+from skyrl_gym.runtime import (
     Limits,
     RunResult,
     Sandbox,
@@ -45,7 +47,9 @@ def wait_warm(box, n: int = 1) -> None:
 def test_bubblewrap_is_the_default_here():
     # CI installs bubblewrap: the strongest backend must be the one chosen
     assert shutil.which("bwrap"), "bubblewrap is not installed (apt-get install bubblewrap)"
-    assert available_backends()[:2] == ["bwrap", "process"]  # weaker or opt-in backends (docker) come after
+    assert available_backends() == ["bwrap", "process"]  # docker is chosen by name only, never by "auto"
+    assert set(available_backends(named_only=True)) <= {"bwrap", "process", "docker"}
+    assert BACKEND_REGISTRY.get("docker").auto is False
     box = make_sandbox()
     assert box.name == "bwrap" and box.isolation == "namespaces"
     assert box.describe()["enforced"]["network"].startswith("none")
@@ -181,7 +185,7 @@ def test_unknown_and_unavailable_backends():
             make_sandbox("broken")
         assert make_sandbox().name == "bwrap"  # an unavailable stronger backend is passed over
     finally:
-        del _BACKENDS["broken"]
+        BACKEND_REGISTRY.unregister("broken")
 
 
 def test_registered_backend_is_used():
@@ -200,7 +204,7 @@ def test_registered_backend_is_used():
         assert box.run(["echo", "hi"]).stdout == "hi\n"
         assert "echo" in available_backends()
     finally:
-        del _BACKENDS["echo"]
+        BACKEND_REGISTRY.unregister("echo")
 
 
 @pytest.mark.parametrize(
