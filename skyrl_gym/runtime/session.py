@@ -230,7 +230,7 @@ class PythonSession:
         startup_timeout_s: float = 30.0,
     ):
         if sandbox is None:
-            from skyrl_gym.runtime import make_sandbox
+            from skyrl_gym.runtime.backends import make_sandbox
 
             sandbox = make_sandbox("auto")
         self.sandbox = sandbox
