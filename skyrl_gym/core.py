@@ -54,8 +54,10 @@ class Env(Generic[ObsType, ActType]):
     """Base class of every environment.
 
     Subclasses implement :meth:`step` and usually :meth:`init`; they may implement :meth:`sample_task`
-    (a default task set, used by ``reset`` without a prompt) and :meth:`reference_action` (a known-correct
-    action for the current task, used by the conformance kit's oracle check).
+    (a default task set, used by ``reset`` without a prompt), :meth:`reference_action` (a known-correct
+    action for the current task, used by the conformance kit's oracle check and a trainer's supervised
+    warm-up) and :meth:`reference_episode` (a known-good episode of several turns, e.g. a tool call before
+    the answer), and declare :attr:`stop_strings`.
 
     The constructor's arguments are remembered (``_init_args``/``_init_kwargs``) so that ``reset`` can start
     the next episode from a freshly constructed state, with new extras when the options carry them.
@@ -63,6 +65,10 @@ class Env(Generic[ObsType, ActType]):
 
     spec: Any = None
     """The :class:`~skyrl_gym.envs.registration.EnvSpec` the environment was made from, if any."""
+
+    stop_strings: tuple[str, ...] = ()
+    """Strings after which a model's turn is over (``"</sql>"`` for a protocol whose tool call ends there): a
+    trainer stops generating at the first one and steps the environment. Empty: the turn ends at EOS."""
 
     def __new__(cls, *args: Any, **kwargs: Any):
         self = super().__new__(cls)
@@ -102,6 +108,17 @@ class Env(Generic[ObsType, ActType]):
     def reference_action(self) -> ActType | None:
         """A known-correct action for the current task (it earns full reward), or ``None`` if unknown."""
         return None
+
+    def reference_episode(self) -> list[ActType] | None:
+        """The actions of a known-good episode of the current task, in order: played one per turn, they end
+        the episode with full reward. ``None`` if unknown.
+
+        It shows the protocol's longer shape where there is one (run a tool, read the observation, then
+        answer); it depends only on the task, not on the observations. The default is the single
+        :meth:`reference_action`.
+        """
+        action = self.reference_action()
+        return None if action is None else [action]
 
     # -- Gymnasium-style reset --------------------------------------------------------------------------
     def reset(

@@ -47,6 +47,7 @@ __all__ = [
     "plan_workers",
     "resume_path",
     "rollout_sampling",
+    "row_value",
 ]
 
 
@@ -169,6 +170,8 @@ class LoopPlan:
     """Samples per evaluation prompt."""
     eval_batch_size: int
     """Prompts per evaluation batch."""
+    eval_breakdown_column: str | None
+    """The row column (a dotted path) whose values split the evaluation accuracy; None: no breakdown."""
     eval_before_train: bool
     """Evaluate before the first step of a fresh run."""
     eval_interval: int
@@ -185,8 +188,9 @@ class LoopPlan:
     """Rows per warm-up step."""
     warmup_lr: float
     """Learning rate of the warm-up."""
-    warmup_check_fraction: float
-    """Share of warm-up trajectories that check their answer first."""
+    warmup_episode_fraction: float
+    """Share of warm-up rows played with the environment's reference episode instead of its single
+    reference action."""
     eval_after_warmup: bool
     """Evaluate once after the warm-up."""
 
@@ -204,6 +208,7 @@ class LoopPlan:
             updates_per_step=(tr.train_batch_size // tr.policy_mini_batch_size) * tr.update_epochs_per_batch,
             eval_n_samples=gen.eval_n_samples_per_prompt,
             eval_batch_size=tr.eval_batch_size,
+            eval_breakdown_column=tr.eval_breakdown_column,
             eval_before_train=tr.eval_before_train,
             eval_interval=tr.eval_interval,
             ckpt_interval=tr.ckpt_interval,
@@ -212,7 +217,7 @@ class LoopPlan:
             warmup_steps=w.steps,
             warmup_batch_size=w.batch_size,
             warmup_lr=w.lr,
-            warmup_check_fraction=w.check_fraction,
+            warmup_episode_fraction=w.episode_fraction,
             eval_after_warmup=w.eval_after,
         )
 
@@ -236,14 +241,32 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
+def row_value(row: dict, column: str) -> Any:
+    """The value at ``column`` of a dataset row, a dotted path into nested dicts (``"extra_info.level"``);
+    None where the path does not exist."""
+    value: Any = row
+    for part in column.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
 def evaluate_rows(
-    generator: Any, rows: Sequence[dict], params: SamplingParams, n_samples: int, batch: int
+    generator: Any,
+    rows: Sequence[dict],
+    params: SamplingParams,
+    n_samples: int,
+    batch: int,
+    breakdown_column: str | None = None,
 ) -> dict:
     """Roll out ``rows`` ``n_samples`` times each and report accuracy, valid-format rate and pass@k.
 
     A trajectory counts as correct when its reward reaches the generator's pass threshold (full reward);
     its format is valid when the environment says so (``format_valid`` metric) or, for environments that do
     not report it, when its reward is not negative. Error trajectories are counted apart, never as wrong.
+    With ``breakdown_column`` (``trainer.eval_breakdown_column``), ``eval/accuracy/<value>`` is the accuracy
+    of the rows with each value of that column (rows without one are left out of the breakdown).
     """
     trajectories = []
     for start in range(0, len(rows), batch):
@@ -275,14 +298,15 @@ def evaluate_rows(
             metrics[f"eval/pass@{k}"] = sum(pass_at_k(len(v), sum(v), k) for v in by_group.values()) / len(
                 by_group
             )
-    # group_id is the row's index (group_offset = the chunk's start): break accuracy down by level.
-    per_level: dict[str, list[bool]] = {}
-    for t, ok in zip(scored, correct, strict=True):
-        level = (rows[t.group_id].get("extra_info") or {}).get("level")
-        if level:
-            per_level.setdefault(str(level), []).append(ok)
-    for level, oks in sorted(per_level.items()):
-        metrics[f"eval/accuracy/{level}"] = sum(oks) / len(oks)
+    if breakdown_column:
+        # group_id is the row's index (group_offset = the chunk's start)
+        per_value: dict[str, list[bool]] = {}
+        for t, ok in zip(scored, correct, strict=True):
+            value = row_value(rows[t.group_id], breakdown_column)
+            if value is not None and value != "":
+                per_value.setdefault(str(value), []).append(ok)
+        for value, oks in sorted(per_value.items()):
+            metrics[f"eval/accuracy/{value}"] = sum(oks) / len(oks)
     return metrics
 
 
@@ -423,12 +447,14 @@ class Trainer:
             eval_sampling(self.cfg),
             self.loop.eval_n_samples,
             self.loop.eval_batch_size,
+            self.loop.eval_breakdown_column,
         )
         metrics["time/eval_s"] = time.perf_counter() - start
         return metrics
 
     def warmup(self) -> None:
-        """The supervised warm-up (``trainer.sft_warmup``): gold trajectories, then a fresh RL optimizer."""
+        """The supervised warm-up (``trainer.sft_warmup``): the environments' reference trajectories, then a
+        fresh RL optimizer."""
         from skyrl_train.generator import MultiTurnGenerator
         from skyrl_train.warmup import supervised_step
 
@@ -436,7 +462,7 @@ class Trainer:
         rows = list(self.train_set)
         random.Random(tr.seed).shuffle(rows)
         sampling = self.cfg.generator.sampling_params
-        # gold answers are scripted, not sampled: no per-turn token cap beyond the generator's own budgets
+        # reference answers are scripted, not sampled: no per-turn token cap beyond the generator's own budgets
         params = SamplingParams(temperature=0.0, max_tokens=4096, stop=sampling.stop)
         self.policy.reset_optimizer(
             tr.policy.optimizer_config.model_copy(update={"lr": loop.warmup_lr, "num_warmup_steps": 0})
@@ -451,7 +477,7 @@ class Trainer:
                 self.tokenizer,
                 chunk,
                 params,
-                check_fraction=loop.warmup_check_fraction,
+                episode_fraction=loop.warmup_episode_fraction,
                 seed=tr.seed + i,
             )
             metrics["time/warmup_elapsed_s"] = time.perf_counter() - bar_start

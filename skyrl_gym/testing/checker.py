@@ -46,7 +46,8 @@ RULES: dict[str, str] = {
     "unbalanced, nested and repeated tags, broken tool calls) get an observation, not an exception or an error end",
     "model-failures-are-not-errors": "the environment's own hostile actions (its hostile_actions attribute: code "
     "that kills its interpreter, queries that exhaust its database...) end as the model's failure, never in error",
-    "oracle-earns-full-reward": "the reference action of a task earns the full reward and terminates",
+    "oracle-earns-full-reward": "the reference action of a task earns the full reward and terminates, and so "
+    "does its reference episode where the environment declares one (reference_episode)",
     "noop-earns-nothing": "a no-op action, repeated until the end, earns no positive reward",
     "gymnasium-check-env": "gymnasium.utils.env_checker.check_env passes on the Gymnasium view of the environment",
 }
@@ -501,9 +502,41 @@ def _check_oracle(checker: _Checker, full_reward: float) -> None:
                     f"the reference action for {source} did not terminate the episode",
                 )
             env.close()
+            if type(env.unwrapped).reference_episode is not Env.reference_episode:
+                _check_reference_episode(checker, source, full_reward)
     if not found and "oracle-earns-full-reward" in report.passed:
         report.passed.remove("oracle-earns-full-reward")
         report.skipped["oracle-earns-full-reward"] = "reference_action() returned None for every task"
+
+
+def _check_reference_episode(checker: _Checker, source: tuple[str, Any], full_reward: float) -> None:
+    """Play an overridden ``reference_episode()`` turn by turn: full reward, terminated on its last action."""
+    env = checker.fresh()
+    _start(env, source)
+    episode = env.reference_episode()
+    if episode is None:
+        env.close()
+        return
+    outputs = []
+    for number, action in enumerate(episode, 1):
+        output = checker.step(env, action)
+        outputs.append(output)
+        if output["done"] and number < len(episode):
+            raise _Broken(
+                "oracle-earns-full-reward",
+                f"the reference episode for {source} ended at action {number} of {len(episode)}",
+            )
+    total = sum(o["reward"] for o in outputs)
+    if not outputs or not math.isclose(total, full_reward, abs_tol=1e-9):
+        raise _Broken(
+            "oracle-earns-full-reward",
+            f"the reference episode {_describe(episode)} for {source} earned {total}, not {full_reward}",
+        )
+    if not outputs[-1]["done"] or outputs[-1]["metadata"].get("end") != "terminated":
+        raise _Broken(
+            "oracle-earns-full-reward", f"the reference episode for {source} did not terminate the episode"
+        )
+    env.close()
 
 
 def _check_noop(checker: _Checker, noop_action: Any) -> None:

@@ -218,16 +218,17 @@ class AlgorithmConfig(Section):
 
 
 class WarmupConfig(Section):
-    """Supervised warm-up on gold trajectories before RL (see :mod:`skyrl_train.warmup`)."""
+    """Supervised warm-up on the environments' reference trajectories before RL (see :mod:`skyrl_train.warmup`)."""
 
     steps: int = Field(0, ge=0)
     """Warm-up steps before the first RL step of a fresh run; 0: no warm-up."""
     batch_size: int = Field(8, ge=1)
-    """Training rows per warm-up step (their gold answers are played through the real environment)."""
+    """Training rows per warm-up step (their reference answers are played through the real environment)."""
     lr: Float = Field(5.0e-5, gt=0)
     """Learning rate of the warm-up; RL then starts a fresh optimizer with the policy's own settings."""
-    check_fraction: Float = Field(0.3, ge=0, le=1)
-    """Share of the gold trajectories that first run their query in <sql>, then answer (text2sql)."""
+    episode_fraction: Float = Field(0.3, ge=0, le=1)
+    """Share of the warm-up rows played with their environment's reference_episode() (several turns, e.g. a
+    tool call, then the answer) instead of its single reference_action()."""
     eval_after: bool = True
     """Evaluate once after the warm-up, so that the summary separates its effect from RL's."""
 
@@ -250,7 +251,7 @@ class TrainerConfig(Section):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     """Advantages, losses, KL and entropy."""
     sft_warmup: WarmupConfig = Field(default_factory=WarmupConfig)
-    """Supervised warm-up on gold trajectories before RL."""
+    """Supervised warm-up on the environments' reference trajectories before RL."""
     sync_weights: bool = True
     """Push the policy's weights into the inference engine after every update (and on resume). false: the
     engine keeps the weights it started with - evaluation, or rollouts from a policy that is not trained
@@ -287,6 +288,9 @@ class TrainerConfig(Section):
     """Evaluate once before the first training step."""
     eval_batch_size: int = Field(32, ge=1)
     """Prompts per evaluation batch."""
+    eval_breakdown_column: str | None = "extra_info.level"
+    """A dataset column (a dotted path into nested columns) whose values split the evaluation accuracy into
+    eval/accuracy/<value>; null: no breakdown."""
     ckpt_interval: int = Field(10, ge=0)
     """Checkpoint every this many steps; 0: only at the end."""
     max_ckpts_to_keep: int = -1
@@ -433,10 +437,10 @@ class GeneratorConfig(Section):
 class EnvironmentConfig(Section):
     """The skyrl_gym environments."""
 
-    env_class: str = "text2sql"
-    """Environment id for dataset rows that have no env_class column."""
+    env_class: str | None = None
+    """Environment id for dataset rows that have no env_class column; null: every row must name its own."""
     skyrl_gym: dict[str, Any] = Field(default_factory=dict)
-    """Per-environment env_config by environment id, e.g. {text2sql: {db_path: ...}} (free-form)."""
+    """Per-environment env_config by environment id, e.g. {my_env: {db_path: ...}} (free-form)."""
 
 
 class DataConfig(Section):

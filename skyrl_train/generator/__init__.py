@@ -8,7 +8,6 @@
 
 from skyrl_train.generator.base import END_STATES, EndState, Generator, GeneratorOutput, Trajectory
 from skyrl_train.generator.multi_turn import (
-    PROTOCOL_STOP_STRINGS,
     ChatTemplate,
     MultiTurnGenerator,
     rollout_metrics,
@@ -18,7 +17,6 @@ from skyrl_train.generator.multi_turn import (
 
 __all__ = [
     "END_STATES",
-    "PROTOCOL_STOP_STRINGS",
     "ChatTemplate",
     "EndState",
     "Generator",

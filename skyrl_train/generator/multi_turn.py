@@ -18,7 +18,7 @@ visible conversation.
 End-of-turn tokens: the end-of-turn token the model generated itself (its EOS, ``<|im_end|>`` for ChatML) is
 a model token and trainable: the model must learn to end its turn. Whatever the template puts after an
 assistant message that the model did not generate (the ``\\n`` after ``<|im_end|>``, or the whole
-``<|im_end|>\\n`` when the turn ended on a stop string such as ``</sql>`` or ran out of tokens) is appended
+``<|im_end|>\\n`` when the turn ended on one of the environment's stop strings or ran out of tokens) is appended
 with loss mask 0, so that the next observation follows a well-formed assistant message. An EOS that is not
 the template's end-of-turn (``<|endoftext|>`` from a ChatML model) stays in the message text, followed by
 the template's end-of-turn, so the ids still decode to the conversation; the environment gets the text
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from skyrl_train.config import Config
 
 __all__ = [
-    "PROTOCOL_STOP_STRINGS",
     "ChatTemplate",
     "MultiTurnGenerator",
     "rollout_metrics",
@@ -55,12 +54,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("skyrl_train.generator")
-
-PROTOCOL_STOP_STRINGS: dict[str, tuple[str, ...]] = {
-    "text2sql": ("</sql>", "</solution>"),
-    "search": ("</search>", "</answer>"),
-}
-"""Stop strings of the built-in protocols, for environments that do not declare ``stop_strings``."""
 
 _SENTINEL = "\x00skyrl-end-of-turn-probe\x00"
 
@@ -143,12 +136,10 @@ class ChatTemplate:
         return text[at + len(_SENTINEL) :]
 
 
-def stop_strings_for(env: Any, env_class: str, extra: Sequence[str] | None = None) -> list[str]:
-    """The stop strings of a turn: the environment's ``stop_strings`` attribute (or its protocol's, from
-    :data:`PROTOCOL_STOP_STRINGS`), then ``extra`` (``generator.stop``), without duplicates."""
-    declared = getattr(env, "stop_strings", None)
-    if declared is None:
-        declared = PROTOCOL_STOP_STRINGS.get(env_class, ())
+def stop_strings_for(env: Any, extra: Sequence[str] | None = None) -> list[str]:
+    """The stop strings of a turn: the environment's own (its ``stop_strings``, see
+    :attr:`skyrl_gym.Env.stop_strings`), then ``extra`` (``generator.stop``), without duplicates."""
+    declared = getattr(env, "stop_strings", None) or ()
     if isinstance(declared, str):
         declared = [declared]
     found: list[str] = []
@@ -183,8 +174,7 @@ class MultiTurnGenerator(Generator):
     Args:
         engine: an :class:`~skyrl_train.inference.base.InferenceEngine` (``async generate(prompts, params)``).
         tokenizer: the model's tokenizer (default: ``engine.tokenizer``).
-        env_configs: ``env_config`` per environment id (``environment.skyrl_gym``), e.g.
-            ``{"text2sql": {"db_path": ...}}``.
+        env_configs: ``env_config`` per environment id (``environment.skyrl_gym``).
         default_env_class: the environment of rows without ``env_class`` (``environment.env_class``).
         max_turns: most model turns per trajectory (``None``: the environment's own limit decides).
         max_input_length: most tokens fed to the engine (prompt + history); a trajectory that would need
@@ -370,6 +360,12 @@ class MultiTurnGenerator(Generator):
 
         return skyrl_gym.make(env_class, env_config=self.env_configs.get(env_class), extras=extras)
 
+    def make_env(self, row: Mapping[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+        """The environment of a dataset row, made as a rollout makes it (the row's ``env_class`` or the
+        default, its ``env_config``, the row's other columns as extras), and the row's prompt."""
+        env_class, prompt, extras = _split_row(row, self.default_env_class)
+        return self._make_env(env_class, extras), prompt
+
     async def _play(self, env: Any, env_class: str, prompt: Any, trajectory: Trajectory, params: Any) -> None:
         from skyrl_gym.vector import astep
 
@@ -378,7 +374,7 @@ class MultiTurnGenerator(Generator):
         messages = [dict(m) for m in prompt]
         trajectory.messages = messages  # grows with the conversation, also when a later turn fails
         trajectory.prompt_ids = self.template.prompt_ids(messages)
-        stop = stop_strings_for(env, env_class, [*self.stop, *(getattr(params, "stop", None) or [])])
+        stop = stop_strings_for(env, [*self.stop, *(getattr(params, "stop", None) or [])])
         seed = getattr(params, "seed", None)
 
         while True:

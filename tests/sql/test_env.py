@@ -54,6 +54,35 @@ def test_the_gold_query_as_solution_earns_one_on_every_question(shop_files, engi
         env.close()
 
 
+@pytest.mark.parametrize("protocol", ["skyrl", "strict"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_reference_episode_runs_the_query_then_answers(shop_files, engine, protocol):
+    for question, gold in SHOP_QUESTIONS:
+        env = make(shop_task(shop_files[engine], gold, question), env_config={"protocol": protocol})
+        check, answer = env.reference_episode()
+        assert check.startswith("<think>") and check.endswith(f"<sql>{gold}</sql>")
+        assert answer.startswith("<think>") and answer.endswith(f"<solution>{gold}</solution>")
+        first = env.step(check)
+        assert not first["done"] and first["metadata"]["action"] == "sql" and first["reward"] == 0.0
+        assert first["metadata"].get("error_kind") is None, first["metadata"]
+        last = env.step(answer)
+        assert last["reward"] == 1.0 and last["metadata"]["end"] == "terminated", (gold, last["metadata"])
+        env.close()
+    # one turn allowed: the single reference action
+    env = make(shop_task(shop_files[engine], COUNT_ORDERS, max_turns=1))
+    assert env.reference_episode() == [env.reference_action()]
+    env.close()
+
+
+def test_the_reference_plan_names_the_gold_tables():
+    from skyrl_gym.envs.sql.env import sql_hint
+
+    assert sql_hint("SELECT COUNT(*) FROM orders") == "Use the table orders."
+    join = "SELECT c.name FROM customers c JOIN orders o ON o.customer_id = c.id JOIN items i ON i.order_id = o.id"
+    assert sql_hint(join) == "Use the tables customers, orders and items."
+    assert sql_hint("SELECT 1") == sql_hint("not sql at all (") == "Write the query."
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_wrong_query_earns_zero_and_a_failing_one_too(shop_files, engine):
     for answer in ("SELECT COUNT(*) FROM customers", "SELECT COUNT(*) FROM nowhere", "DELETE FROM orders"):

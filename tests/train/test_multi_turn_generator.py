@@ -253,15 +253,23 @@ def test_stop_strings_come_from_the_environment(tokenizer, template):
     )
 
 
-def test_stop_strings_for_protocols_and_config():
+def test_stop_strings_are_the_environments_then_the_configs():
     class Plain:
         pass
 
-    assert stop_strings_for(Plain(), "text2sql") == ["</sql>", "</solution>"]
-    assert stop_strings_for(Plain(), "search", ["</answer>", "\n\n"]) == ["</search>", "</answer>", "\n\n"]
-    assert stop_strings_for(Plain(), "math") == []
+    assert stop_strings_for(Plain()) == []
+    assert stop_strings_for(Plain(), ["</answer>", "\n\n"]) == ["</answer>", "\n\n"]
     tool = ToolEnv()
-    assert stop_strings_for(tool, "anything", ["</call>"]) == ["</call>", "</answer>"]
+    assert stop_strings_for(tool, ["</call>"]) == ["</call>", "</answer>"]
+    # the built-in protocols declare theirs on the environment class
+    for env_id, stops in (
+        ("text2sql", ("</sql>", "</solution>")),
+        ("search", ("</search>", "</answer>")),
+        ("searchcode", ("</tool>", "</solution>")),
+        ("python", ("</python>", "```output")),
+        ("math", ()),
+    ):
+        assert skyrl_gym.spec(env_id).load_creator().stop_strings == stops, env_id
 
 
 def test_turn_cut_by_max_tokens_still_reaches_the_environment(tokenizer, template):

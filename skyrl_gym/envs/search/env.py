@@ -254,6 +254,8 @@ class SearchEnv(BaseTextEnv):
     """
 
     protocol_tags = ("think", "search", "answer")
+    stop_strings = ("</search>", "</answer>")
+    """A turn ends once it closes a search or the answer (Search-R1's stop strings, as in SkyRL's recipes)."""
     hostile_actions = (
         "<search>" + "the of and a " * 40_000 + "</search>",  # half a megabyte of stopwords
         "<search>" + " ".join(f"term{i}" for i in range(60_000)) + "</search>",  # tens of thousands of terms

@@ -160,6 +160,8 @@ class SearchCodeEnv(BaseTextEnv):
     """
 
     protocol_tags = ("tool", "search", "python", "solution")
+    stop_strings = ("</tool>", "</solution>")
+    """A turn ends once it closes its tool call or the solution."""
     hostile_actions = tuple(
         f"<tool><python>{code}</python></tool>"
         for code in (

@@ -75,6 +75,7 @@ __all__ = [
     "Text2SQLEnv",
     "Text2SQLEnvConfig",
     "format_result",
+    "sql_hint",
 ]
 
 PROTOCOLS = ("skyrl", "strict")
@@ -228,6 +229,22 @@ def _first_sql_block(text: str) -> str | None:
     return None if end < 0 else text[start + len(_SQL_OPEN) : end]
 
 
+def sql_hint(gold_sql: str) -> str:
+    """A one-line plan for a query, from its tables ("Use the tables orders and customers."); "Write the
+    query." when it names none or does not parse."""
+    try:
+        import sqlglot
+        from sqlglot import exp
+
+        tables = list(dict.fromkeys(t.name for t in sqlglot.parse_one(gold_sql).find_all(exp.Table)))
+    except Exception:  # any query the parser cannot read gets the plain plan
+        tables = []
+    if not tables:
+        return "Write the query."
+    names = tables[0] if len(tables) == 1 else ", ".join(tables[:-1]) + f" and {tables[-1]}"
+    return f"Use the table{'s' if len(tables) > 1 else ''} {names}."
+
+
 _NO_ACTION = (
     "No query found. Run a query with <sql>SELECT ...</sql>, or give your final answer with "
     "<solution>SELECT ...</solution>."
@@ -247,6 +264,8 @@ class Text2SQLEnv(BaseTextEnv):
     """
 
     protocol_tags = ("think", "sql", "solution")
+    stop_strings = (_SQL_CLOSE, _SOLUTION_CLOSE)
+    """A turn ends once it closes a query or the solution (SkyRL-SQL's stop strings)."""
     hostile_actions = (
         "<sql>DROP TABLE IF EXISTS anything</sql>",
         "<sql>SELECT 1; DELETE FROM anything</sql>",
@@ -308,10 +327,24 @@ class Text2SQLEnv(BaseTextEnv):
         return data.default_task(seed)
 
     def reference_action(self) -> str | None:
-        """The gold query as the solution, after a short thought; it always earns 1.0."""
+        """The gold query as the solution, after a one-line plan naming its tables; it always earns 1.0."""
         if self.gold_sql is None:
             return None
-        return f"<think>I know the query that answers this.</think>\n<solution>{self.gold_sql}</solution>"
+        return f"<think>{sql_hint(self.gold_sql)}</think>\n<solution>{self.gold_sql}</solution>"
+
+    def reference_episode(self) -> list[str] | None:
+        """Run the gold query in ``<sql>`` first, then answer with it once its result came back (a single
+        :meth:`reference_action` when the task allows one turn only); every turn opens with ``<think>``, as
+        SkyRL's format rule asks after an observation. It always earns 1.0."""
+        if self.gold_sql is None:
+            return None
+        if self.max_turns < 2:
+            return [self.reference_action()]
+        gold = self.gold_sql
+        return [
+            f"<think>{sql_hint(gold)} Let me run it first.</think>\n<sql>{gold}</sql>",
+            f"<think>The result answers the question.</think>\n<solution>{gold}</solution>",
+        ]
 
     # -- the episode ------------------------------------------------------------------------------------------
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
