@@ -25,7 +25,7 @@ from typing import Any
 
 from skyrl_train.inference.base import SamplingParams
 
-__all__ = ["reference_episodes", "scripted_turns", "supervised_step"]
+__all__ = ["play_references", "reference_episodes", "scripted_turns", "supervised_step"]
 
 
 def reference_episodes(
@@ -74,6 +74,39 @@ def scripted_turns(actions: Sequence[str]) -> Callable[[str], str]:
     return script
 
 
+def play_references(
+    rows: Sequence[dict[str, Any]],
+    generator_factory: Callable[[Any], Any],
+    tokenizer: Any,
+    params: SamplingParams,
+    *,
+    episode_fraction: float,
+    seed: int,
+) -> list[Any]:
+    """Play each row's reference (see :func:`reference_episodes`) through its real environment; the
+    trajectories of the rows that have one, in row order (``group_id`` is the row's index).
+
+    ``generator_factory(engine)`` builds the multi-turn generator over a given engine (the trainer's
+    generator settings); each row gets its own :class:`ScriptedEngine`, whose script is that row's episode.
+    """
+    from skyrl_train.inference.scripted import ScriptedEngine
+
+    def generator_for(actions: Sequence[str]) -> Any:
+        return generator_factory(ScriptedEngine(tokenizer, scripted_turns(actions), logprob=None))
+
+    episodes = reference_episodes(rows, generator_for([]), episode_fraction, seed)
+
+    async def play() -> list[Any]:
+        jobs = [
+            generator_for(actions).rollout(row, params, group_id=i)
+            for i, (row, actions) in enumerate(zip(rows, episodes, strict=True))
+            if actions is not None
+        ]
+        return list(await asyncio.gather(*jobs))
+
+    return asyncio.run(play())
+
+
 def supervised_step(
     policy: Any,
     generator_factory: Callable[[Any], Any],
@@ -84,33 +117,25 @@ def supervised_step(
     episode_fraction: float,
     seed: int,
 ) -> dict[str, float]:
-    """One warm-up step: play the reference episodes of ``rows`` and take one policy step on them.
+    """One warm-up step: play the references of ``rows`` (:func:`play_references`) and take one policy step
+    on them.
 
-    ``generator_factory(engine)`` builds the multi-turn generator over a given engine (the trainer's
-    generator settings). Rows whose environment gives no reference, and trajectories that did not earn the
-    full reward (a gold answer that fails, a cut-off turn), are left out (``warmup/dropped``).
+    Rows whose environment gives no reference, trajectories that did not earn the full reward (a gold
+    answer that fails, a cut-off turn), and the last few when a group of training processes could not split
+    them evenly, are left out (``warmup/dropped``).
     """
     import torch
 
     from skyrl_train.batch import TrainingBatch
     from skyrl_train.inference.scripted import ScriptedEngine
 
-    probe = generator_factory(ScriptedEngine(tokenizer, scripted_turns([]), logprob=None))
-    episodes = reference_episodes(rows, probe, episode_fraction, seed)
-
-    async def play() -> list[Any]:
-        # one engine per row: its script is that row's episode, turn by turn
-        jobs = [
-            generator_factory(ScriptedEngine(tokenizer, scripted_turns(actions), logprob=None)).rollout(
-                row, params, group_id=i
-            )
-            for i, (row, actions) in enumerate(zip(rows, episodes, strict=True))
-            if actions is not None
-        ]
-        return list(await asyncio.gather(*jobs))
-
-    trajectories = asyncio.run(play())
-    kept = [t for t in trajectories if not t.is_error and t.reward >= probe.pass_threshold]
+    trajectories = play_references(
+        rows, generator_factory, tokenizer, params, episode_fraction=episode_fraction, seed=seed
+    )
+    threshold = generator_factory(ScriptedEngine(tokenizer, scripted_turns([]))).pass_threshold
+    kept = [t for t in trajectories if not t.is_error and t.reward >= threshold]
+    # a group of training processes splits the batch evenly: leave out the remainder
+    kept = kept[: len(kept) - len(kept) % max(int(getattr(policy, "world_size", 1)), 1)]
     if not kept:
         raise RuntimeError(
             "no reference trajectory earned the full reward: check the rows' ground truth and the "

@@ -21,22 +21,9 @@ from skyrl_train import checkpoint  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
 from skyrl_train.workers import PolicyWorker  # noqa: E402
 
+from .tiny_models import VOCAB, tiny_llama  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
-VOCAB = 128
-
-
-def tiny_llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    return LlamaForCausalLM(config)
 
 
 def policy(seed: int = 0) -> PolicyWorker:

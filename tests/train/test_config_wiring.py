@@ -32,7 +32,6 @@ from skyrl_train.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
 from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
 from skyrl_train.inference.base import engine_class  # noqa: E402
 from skyrl_train.inference.scripted import ScriptedEngine  # noqa: E402
-from skyrl_train.models import load_tokenizer  # noqa: E402
 from skyrl_train.tracking import Tracker  # noqa: E402
 from skyrl_train.trainer import (  # noqa: E402
     LoopPlan,
@@ -43,6 +42,8 @@ from skyrl_train.trainer import (  # noqa: E402
     resume_path,
     rollout_sampling,
 )
+
+from .tiny_models import tiny_llama  # noqa: E402
 
 # Settings a key needs around it to act at all (clip_ratio_c acts in the dual-clip loss only...).
 GAE = [
@@ -194,19 +195,17 @@ def _changed_value(key: str, field: Any, current: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, tokenizer):
     """Two tiny random Llamas (saved with the embedded tokenizer), data files, a run folder with a
     checkpoint."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     root = tmp_path_factory.mktemp("wiring")
-    tokenizer = load_tokenizer("embedded:smollm2-135m")
     paths = {}
     for name, seed in (("tiny", 0), ("other", 1)):
         path = root / name
         tokenizer.save_pretrained(path)
-        config = LlamaConfig(
-            vocab_size=128,  # nothing is generated: batches use ids below 100
+        torch.manual_seed(seed)
+        tiny_llama(
+            # nothing is generated (batches use ids below 100): one layer of width 16 is enough
             hidden_size=16,
             intermediate_size=32,
             num_hidden_layers=1,
@@ -215,9 +214,7 @@ def world(tmp_path_factory):
             max_position_embeddings=4096,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
-        )
-        torch.manual_seed(seed)
-        LlamaForCausalLM(config).save_pretrained(path)
+        ).save_pretrained(path)
         paths[name] = str(path)
     data = root / "data"
     data.mkdir()

@@ -18,23 +18,9 @@ pytest.importorskip("transformers")
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
 from skyrl_train.workers import PolicyWorker, WorkerGroup, WorkerGroupError  # noqa: E402
 
-VOCAB = 128
+from .tiny_models import VOCAB, tiny_llama  # noqa: E402
+
 pytestmark = pytest.mark.timeout(180)
-
-
-def tiny_llama():
-    """A 2-layer random Llama; module-level so that spawned workers can unpickle it."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    return LlamaForCausalLM(config)
 
 
 def broken_model():

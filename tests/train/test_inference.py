@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from skyrl_gym.registries import Registry, UnknownNameError
 from skyrl_train.inference import ENGINES, GenerationOutput, SamplingParams, make_engine, register_engine
@@ -23,34 +22,22 @@ from skyrl_train.inference.hf import HFEngine
 from skyrl_train.inference.hf.sampling import sample_tokens
 from skyrl_train.inference.remote import RemoteEngine, RemoteEngineError
 from skyrl_train.inference.scripted import ScriptedEngine
-from skyrl_train.models import load_tokenizer
+
+from .tiny_models import special_ids, tiny_llama
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return load_tokenizer("embedded:smollm2-135m")
-
-
-def tiny_model(tokenizer, seed: int = 0) -> LlamaForCausalLM:
+def tiny_model(tokenizer, seed: int = 0):
     """A 2-layer Llama with large random weights, so that logits are far apart and argmax is stable."""
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    return tiny_llama(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=256,
         initializer_range=0.5,
         tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return LlamaForCausalLM(config).eval()
+        **special_ids(tokenizer),
+    ).eval()
 
 
 @pytest.fixture(scope="module")

