@@ -319,8 +319,12 @@ def test_the_search_tool_group_works_the_skyrl_way(corpus: Path, server):
 def test_env_config_refuses_nonsense():
     with pytest.raises(ValueError, match=r"'top_k' \(did you mean 'topk'\?\)"):
         SearchConfig.from_env_config({"top_k": 5})
-    with pytest.raises(ValueError, match="retriever must be one of"):
+    with pytest.raises(
+        ValueError, match=r"unknown retriever 'google' \(env_config.retriever\).*Registered: bm25"
+    ):
         SearchConfig(retriever="google")
+    with pytest.raises(ValueError, match="did you mean 'hybrid'"):
+        SearchConfig(retriever="hybird")
     with pytest.raises(ValueError, match="needs env_config.search_url"):
         SearchConfig(retriever="remote")
     with pytest.raises(ValueError, match="reward must be one of 'em', 'f1'"):

@@ -441,3 +441,29 @@ def test_importing_the_retrieval_package_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
     assert set(retrieval.KINDS) == {"bm25", "dense", "hybrid", "remote"}
+
+
+def test_a_retriever_of_your_own_plugs_in_by_name(tmp_path):
+    from skyrl_gym.envs.search.retrieval import RETRIEVERS, get_retriever, register_retriever
+
+    class Fixed:
+        kind = "fixed"
+
+        def __init__(self, answer):
+            self.answer = answer
+
+    built = []
+
+    def build(path, answer="x"):
+        built.append(path)
+        return Fixed(answer)
+
+    register_retriever("fixed_test", build, options={"answer"}, needs_corpus=False)
+    try:
+        assert get_retriever("fixed_test", answer="y").answer == "y"
+        assert built == [None]
+        with pytest.raises(ValueError, match="do not apply to the fixed_test retriever; it takes answer"):
+            get_retriever("fixed_test", topk=3)
+        assert "fixed_test" in RETRIEVERS
+    finally:
+        RETRIEVERS.unregister("fixed_test")

@@ -63,7 +63,6 @@ __all__ = [
 ]
 
 _METADATA_CHARS = 500
-_RETRIEVERS = ("bm25", "dense", "hybrid", "remote")
 _SEARCH_OPEN = "<search>"
 _SEARCH_CLOSE = "</search>"
 
@@ -124,10 +123,11 @@ class SearchConfig:
     """The rank offset of reciprocal rank fusion."""
 
     def __post_init__(self) -> None:
-        if self.retriever is not None and self.retriever not in _RETRIEVERS:
-            raise ValueError(
-                f"env_config.retriever must be one of {', '.join(_RETRIEVERS)}, got {self.retriever!r}"
-            )
+        if self.retriever is not None:
+            from skyrl_gym.envs.search.retrieval import RETRIEVERS
+
+            if self.retriever not in RETRIEVERS:
+                raise ValueError(RETRIEVERS.unknown_message(self.retriever))
         if self.retriever == "remote" and not self.search_url:
             raise ValueError(
                 "env_config.retriever='remote' needs env_config.search_url, e.g. http://127.0.0.1:8000/retrieve"
