@@ -1,7 +1,8 @@
 """skyrl_gym.vector: concurrent init/step, order kept, failures and timeouts isolated, asyncio API.
 
-The timing checks are loose functional checks (a hung call must not hold up the batch; sleeping steps must
-overlap), not benchmarks.
+Nothing here reads a clock. Calls that must overlap meet at a barrier (run one after another, they would
+break it); a call given up on hangs until the test releases it, so the batch's answer is seen to come while
+that call still runs; calls that must not overlap count how many ran at once.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -30,17 +32,73 @@ from skyrl_gym.vector import (
     make_vec,
 )
 
+_LOCK = threading.Lock()
+_RELEASED: dict[str, threading.Event] = {}
+_HANGING: set[str] = set()
+_BARRIERS: dict[str, threading.Barrier] = {}
+_IN_FLIGHT: dict[str, int] = {}
+MOST_IN_FLIGHT: dict[str, int] = {}
+"""The most ``sleep:<s>:<name>`` calls of each name that ran at the same time."""
+
+
+def _released(name: str) -> threading.Event:
+    with _LOCK:
+        return _RELEASED.setdefault(name, threading.Event())
+
+
+def release(name: str) -> None:
+    """Let every ``hang:<name>`` call return."""
+    _released(name).set()
+
+
+def hanging(name: str) -> bool:
+    """Whether a ``hang:<name>`` call is still running."""
+    with _LOCK:
+        return name in _HANGING
+
 
 def _act(text: str) -> None:
-    """What the scripted environment does for a command: ``raise``, ``sleep:<seconds>``, anything else."""
+    """What the scripted environment does for a command (anything else: nothing):
+
+    - ``raise``: raises;
+    - ``sleep:<seconds>`` or ``sleep:<seconds>:<name>``: sleeps (named sleeps count into ``MOST_IN_FLIGHT``);
+    - ``hang:<name>``: blocks until ``release(name)`` (at most two minutes, so no thread outlives the run);
+    - ``meet:<name>:<n>``: returns once ``n`` calls of that name run at once (a barrier that breaks, and so
+      raises, when they cannot all be in flight together).
+    """
     if text == "raise":
         raise ValueError(f"asked to raise on {text!r}")
-    if text.startswith("sleep:"):
-        time.sleep(float(text.split(":", 1)[1]))
+    kind, _, rest = text.partition(":")
+    if kind == "sleep":
+        seconds, _, name = rest.partition(":")
+        if name:
+            with _LOCK:
+                _IN_FLIGHT[name] = _IN_FLIGHT.get(name, 0) + 1
+                MOST_IN_FLIGHT[name] = max(MOST_IN_FLIGHT.get(name, 0), _IN_FLIGHT[name])
+        try:
+            time.sleep(float(seconds))
+        finally:
+            if name:
+                with _LOCK:
+                    _IN_FLIGHT[name] -= 1
+    elif kind == "hang":
+        with _LOCK:
+            _HANGING.add(rest)
+        try:
+            _released(rest).wait(120)
+        finally:
+            with _LOCK:
+                _HANGING.discard(rest)
+    elif kind == "meet":
+        name, _, parties = rest.partition(":")
+        with _LOCK:
+            barrier = _BARRIERS.setdefault(name, threading.Barrier(int(parties), timeout=30))
+        barrier.wait()
 
 
 class ScriptedEnv(BaseTextEnv):
-    """Echoes each action; ``raise``, ``sleep:<s>`` (in a prompt or an action) and ``done`` do what they say."""
+    """Echoes each action; the commands of :func:`_act` (in a prompt or an action) and ``done`` do what they
+    say."""
 
     def __init__(self, env_config=None, extras=None):
         super().__init__(env_config, extras)
@@ -131,9 +189,8 @@ def test_an_exception_in_one_env_is_an_error_result_for_that_env_only():
 def test_a_timeout_in_one_env_is_an_error_result_for_that_env_only():
     with scripted(3, step_timeout_s=0.3) as vec:
         vec.init([user("go")] * 3)
-        began = time.monotonic()
-        outputs = vec.step(["a", "sleep:5", "sleep:0.1"])
-        assert time.monotonic() - began < 1.0
+        outputs = vec.step(["a", "hang:one_env", "sleep:0.1"])
+        assert hanging("one_env")  # the batch answered without waiting for the hung step
         assert outputs[1] == {
             "observations": [],
             "reward": 0.0,
@@ -148,26 +205,26 @@ def test_a_timeout_in_one_env_is_an_error_result_for_that_env_only():
         starts = vec.init([user("again")] * 3)
         assert starts[0].ok and starts[2].ok
         assert not starts[1].ok and "still running an earlier call that timed out" in starts[1].error
+        release("one_env")
 
 
 def test_each_deadline_counts_from_when_its_call_started():
     # one worker: the three 0.2 s steps run one after another (0.6 s in all), each well within 0.5 s
     with scripted(3, max_workers=1, step_timeout_s=0.5) as vec:
         vec.init([user("go")] * 3)
-        began = time.monotonic()
-        outputs = vec.step(["sleep:0.2"] * 3)
-        assert time.monotonic() - began >= 0.55
+        outputs = vec.step(["sleep:0.2:one_worker"] * 3)
+        assert MOST_IN_FLIGHT["one_worker"] == 1
         assert all(not out["metadata"] for out in outputs), outputs
 
 
 def test_a_hung_call_does_not_keep_its_worker_from_the_others():
     with scripted(3, max_workers=1, step_timeout_s=0.3) as vec:
         vec.init([user("go")] * 3)
-        began = time.monotonic()
-        outputs = vec.step(["sleep:5", "b", "c"])
-        assert time.monotonic() - began < 1.5
+        outputs = vec.step(["hang:worker", "b", "c"])
+        assert hanging("worker")  # b and c ran elsewhere while the only worker is still stuck
         assert outputs[0]["metadata"]["error"] == "step timed out after 0.3 s"
         assert contents(outputs)[1:] == ["e1 echo: b", "e2 echo: c"]
+        release("worker")
 
 
 def test_timeouts_can_differ_per_env():
@@ -180,9 +237,9 @@ def test_timeouts_can_differ_per_env():
 
 def test_failed_init_is_an_init_result_with_an_error():
     with scripted(3, init_timeout_s=0.3) as vec:
-        began = time.monotonic()
-        starts = vec.init([user("raise"), user("sleep:5"), user("hello")])
-        assert time.monotonic() - began < 1.0
+        starts = vec.init([user("raise"), user("hang:init"), user("hello")])
+        assert hanging("init")
+        release("init")
         assert starts[0].error == "init failed: ValueError: asked to raise on 'raise'"
         assert starts[1].error == "init timed out after 0.3 s"
         assert (starts[1].observations, starts[1].info) == ([], {})
@@ -291,10 +348,8 @@ def test_factories_are_called_and_a_failing_factory_closes_the_others():
 def test_steps_run_concurrently():
     with scripted(8) as vec:
         vec.init([user("go")] * 8)
-        began = time.monotonic()
-        outputs = vec.step(["sleep:0.2"] * 8)
-        assert time.monotonic() - began < 1.0  # one after another would take 1.6 s
-        assert all(out["done"] is False for out in outputs)
+        outputs = vec.step(["meet:steps:8"] * 8)  # all eight in flight at once, or the barrier breaks
+        assert all(out["done"] is False and not out["metadata"] for out in outputs), outputs
 
 
 def test_a_hung_call_does_not_block_interpreter_exit():
@@ -309,11 +364,10 @@ def test_a_hung_call_does_not_block_interpreter_exit():
         print(vec.step(["sleep:60"])[0]["metadata"]["error"])
         """
     )
-    began = time.monotonic()
+    # the hung step sleeps 60 s: an exit that waited for it would not end within the 30 s allowed
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "step timed out after 0.2 s"
-    assert time.monotonic() - began < 10
 
 
 # -- through the registry -----------------------------------------------------------------------------
@@ -370,26 +424,22 @@ def test_async_vector_env_isolates_failures_without_blocking_the_loop(registered
         vec = make_vec(registered[0], 4, asynchronous=True, step_timeout_s=0.3, init_timeout_s=0.3)
         assert isinstance(vec, AsyncVectorEnv)
         async with vec:
-            starts = await vec.ainit([user("go"), user("go"), user("go"), user("sleep:5")])
+            starts = await vec.ainit([user("go"), user("go"), user("go"), user("hang:async_init")])
             assert [s.ok for s in starts] == [True, True, True, False]
             assert starts[3].error == "init timed out after 0.3 s"
-
-            ticks = 0
+            release("async_init")
 
             async def ticker():
-                nonlocal ticks
-                while True:
-                    await asyncio.sleep(0.01)
-                    ticks += 1
+                # the first step is released by the event loop: it returns only if the loop keeps running
+                await asyncio.sleep(0)
+                release("loop")
 
             ticking = asyncio.create_task(ticker())
-            began = time.monotonic()
-            outputs = await vec.astep(["sleep:0.2", "raise", "sleep:5", "x"])
-            elapsed = time.monotonic() - began
-            ticking.cancel()
-            assert elapsed < 1.0
-            assert ticks >= 10  # the loop kept running while the steps did
-            assert contents(outputs)[0] == " echo: sleep:0.2"
+            outputs = await vec.astep(["hang:loop", "raise", "hang:async_step", "x"])
+            await ticking
+            assert hanging("async_step")
+            release("async_step")
+            assert contents(outputs)[0] == " echo: hang:loop"
             assert outputs[1]["metadata"]["end"] == "error"
             assert outputs[2]["metadata"]["error"] == "step timed out after 0.3 s"
             assert outputs[3] is None
@@ -405,13 +455,10 @@ def test_async_steps_run_concurrently():
     async def main():
         async with AsyncVectorEnv([ScriptedEnv() for _ in range(8)]) as vec:
             await vec.ainit([user("go")] * 8)
-            began = time.monotonic()
-            outputs = await vec.astep(["sleep:0.2"] * 8)
-            return time.monotonic() - began, outputs
+            return await vec.astep(["meet:async_steps:8"] * 8)  # all in flight at once, or the barrier breaks
 
-    elapsed, outputs = asyncio.run(main())
-    assert elapsed < 1.0
-    assert all(out["done"] is False for out in outputs)
+    outputs = asyncio.run(main())
+    assert all(out["done"] is False and not out["metadata"] for out in outputs), outputs
 
 
 def test_cancelling_astep_gives_up_on_its_calls():
@@ -437,11 +484,11 @@ def test_single_env_astep_and_ainit_return_errors_instead_of_raising():
         assert (await ainit(ScriptedEnv(), user("raise"))).error.startswith("init failed: ValueError")
         assert (await astep(env, "a"))["observations"] == user("s echo: a")
         assert (await astep(env, "raise"))["metadata"]["error"].startswith("step failed: ValueError")
-        began = time.monotonic()
         timed_out, quick = await asyncio.gather(
-            astep(env, "sleep:5", timeout_s=0.2), astep(ScriptedEnv(), "b")
+            astep(env, "hang:single", timeout_s=0.2), astep(ScriptedEnv(), "b")
         )
-        assert time.monotonic() - began < 1.0
+        assert hanging("single")  # both answers came while the hung step still runs
+        release("single")
         assert timed_out == error_output("step timed out after 0.2 s")
         assert quick["observations"] == user(" echo: b")
 
