@@ -6,7 +6,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import gymnasium
@@ -152,11 +151,9 @@ def test_grade_reports_the_parts():
         "<answer>1</answer>" * 50_000 + "#### 42",
     ],
 )
+@pytest.mark.timeout(60)  # a scan that backtracks or rescans is quadratic here: hours, not the 60 s allowed
 def test_scoring_is_fast_and_total_on_adversarial_text(text):
-    started = time.perf_counter()
-    result = score(text, "42")
-    assert result in (0.0, 1.0)
-    assert time.perf_counter() - started < 0.5
+    assert score(text, "42") in (0.0, 1.0)
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import gymnasium
 import pytest
@@ -352,9 +351,7 @@ def test_a_heavy_query_times_out_as_an_observation(shop_files, engine):
     from test_safety import HEAVY
 
     env = make(shop_task(shop_files[engine], COUNT_ORDERS), env_config={"timeout_s": 1.0})
-    started = time.perf_counter()
-    output = env.step(f"<sql>{HEAVY[engine]}</sql>")
-    assert time.perf_counter() - started < 2.0
+    output = env.step(f"<sql>{HEAVY[engine]}</sql>")  # a query of hours: only the deadline ends it
     assert not output["done"] and output["metadata"]["error_kind"] == "timeout"
     assert output["observations"][0]["content"].startswith(
         f"\n\n<observation>SQL Timeout:\n{HEAVY[engine]}\n"

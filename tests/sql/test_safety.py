@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from skyrl_gym.envs.sql.database import (
     close_idle_databases,
     open_database,
 )
-from skyrl_gym.envs.sql.safety import check_read_only
+from skyrl_gym.envs.sql.safety import _cached_verdict, check_read_only
 
 # Statements a model might write to escape, written for either engine. Each must be refused by the guard.
 HOSTILE = [
@@ -253,10 +252,12 @@ def test_the_guard_returns_the_statement_and_caches_its_verdict():
     assert check_read_only("  SELECT 1 ;; ", "duckdb") == "SELECT 1"
     query = "SELECT name, COUNT(*) FROM customers GROUP BY name ORDER BY 2 DESC LIMIT 10 -- cached"
     check_read_only(query, "duckdb")
-    started = time.perf_counter()
+    before = _cached_verdict.cache_info()
     for _ in range(1000):
-        check_read_only(query, "duckdb")
-    assert (time.perf_counter() - started) / 1000 < 50e-6  # a dictionary lookup, not a parse
+        assert check_read_only(query, "duckdb") == query
+    after = _cached_verdict.cache_info()
+    # a dictionary lookup each time, not a parse
+    assert (after.hits - before.hits, after.misses - before.misses) == (1000, 0)
 
 
 @pytest.mark.parametrize(
@@ -328,13 +329,11 @@ HEAVY = {
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_heavy_query_is_interrupted_at_its_timeout(shop_files, engine):
+    # HEAVY runs for hours: only the deadline ends it (the test's own timeout would fail it otherwise)
     with open_database(shop_files[engine]) as db:
-        started = time.perf_counter()
         with pytest.raises(QueryTimeout, match="stopped after 1 s") as caught:
             db.execute(HEAVY[engine], timeout_s=1.0)
-        elapsed = time.perf_counter() - started
         assert caught.value.kind == "timeout"
-        assert 0.9 <= elapsed < 2.0
         # the connection is usable right after, and a later query is not interrupted by the old deadline
         assert db.execute("SELECT COUNT(*) FROM orders", timeout_s=1.0).rows == [(15,)]
 
