@@ -6,9 +6,10 @@ and in SQLite, then times each query of a mix of fast and slow ones four ways in
 - ``direct``: ``connection.execute(sql).fetchall()`` on a plain ``duckdb`` / ``sqlite3`` connection (a copy
   of the file, so that DuckDB's per-file settings do not clash);
 - ``env``: ``env.step("<sql>...</sql>")`` on ``skyrl_gym.make("text2sql")``: tag parsing, the read-only
-  guard (its verdict cached per query text), the timeout watchdog, fetching at most 50 rows and counting
-  the rest, formatting the observation, and the framework's episode guard (which runs each step on a
-  helper thread because of the step budget);
+  guard (its verdict cached per query text), a round trip to the query worker (the child process that runs
+  the query under its deadline, fetches the rows the observation can show, counts the rest, and sends them
+  back), formatting the observation, and the framework's episode guard (which runs each step on a helper
+  thread because of the step budget);
 - ``bare``: the same on a bare ``Text2SQLEnv`` (no framework guard);
 - ``new-sql``: ``skyrl_gym.make`` again, with a query text never seen before each step (a comment with a
   counter), so the guard parses it with sqlglot: the cost a model's fresh query pays.
@@ -16,9 +17,10 @@ and in SQLite, then times each query of a mix of fast and slow ones four ways in
 SQLite runs twice: with the environment's default ``sqlite_temp_store="memory"`` (no temporary files at all,
 but SQLite's in-memory temporary tables make big sorts and groupings slower) and with ``"file"``.
 
-Each time is the median of repeated runs, interleaved; ``--clock cpu`` measures the CPU time of the whole
-process (every thread) instead of elapsed time, which other programs on a busy machine disturb far less. Ratios are against ``direct``; the target is at most
-1.2x for queries that take over 1 ms directly.
+Each time is the median of repeated runs, interleaved. ``--clock cpu`` measures the CPU time of this process
+(every thread) instead of elapsed time, which other programs on a busy machine disturb far less, but not
+the query workers' time, so it understates the environment's variants: compare with the wall clock. Ratios
+are against ``direct``; the target is at most 1.2x for queries that take over 1 ms directly.
 
     python benchmarks/sql_step_latency.py [--users 20000] [--events 300000] [--seconds 0.4]
 """

@@ -423,6 +423,7 @@ def test_every_attack_is_bounded_refused_or_harmless(hostile_files, engine):
     close_idle_databases()
     checksum, folder = sha256_of(path), sorted(os.listdir(path.parent))
     folders, threads = _leftovers()
+    workers = set(live_workers())  # those of databases other tests left open
     paths = host_paths(path)
     failures = []
     with open_database(path) as db:
@@ -447,7 +448,7 @@ def test_every_attack_is_bounded_refused_or_harmless(hostile_files, engine):
     assert sha256_of(path) == checksum
     assert sorted(os.listdir(path.parent)) == folder
     assert _leftovers() == (folders, threads)
-    assert live_workers() == []
+    assert set(live_workers()) <= workers
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -551,6 +552,54 @@ def test_a_huge_result_costs_the_caller_its_cap_and_values_can_be_cut_in_the_wor
         with pytest.raises(QueryError, match="larger than 1 MB") as caught:
             db.execute("SELECT repeat('x', 1000) FROM range(5000)", max_bytes=1 << 20)
         assert caught.value.kind == "resources"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_stuck_query_holds_up_no_other_database_on_the_file(hostile_files, engine):
+    """Queries on one file run in parallel workers: one function call that never yields blocks nobody."""
+    bomb = {
+        "sqlite": f"SELECT instr({A50MB}, {A10MB} || 'b')",
+        "duckdb": "SELECT list_sort(range(30000000))[1]",
+    }[engine]
+    path = hostile_files[engine]
+    outcome: dict[str, str] = {}
+    with open_database(path) as slow, open_database(path) as quick:
+
+        def run() -> None:
+            try:
+                slow.execute(bomb, timeout_s=5)
+            except QueryError as exc:
+                outcome["kind"] = exc.kind
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        answers = [quick.execute("SELECT COUNT(*) FROM orders", timeout_s=5).rows for _ in range(20)]
+        answered_first = "kind" not in outcome  # 20 small queries end long before a 5 s timeout
+        thread.join(30)
+    assert answers == [[(15,)]] * 20
+    assert answered_first and outcome["kind"] in ("timeout", "resources")  # stopped, or out of memory
+
+
+def test_a_fork_of_the_caller_never_uses_or_stops_its_workers(hostile_files):
+    close_idle_databases()
+    workers = set(live_workers())
+    with open_database(hostile_files["sqlite"]) as db:
+        db.execute("SELECT 1")
+        pid = os.fork()
+        if pid == 0:  # the child: the database refuses, and exiting leaves the parent's workers alone
+            code = 3
+            try:
+                db.execute("SELECT 1")
+                code = 1
+            except RuntimeError as exc:
+                code = 0 if "another process" in str(exc) else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert db.execute("SELECT COUNT(*) FROM orders").rows == [(15,)]
+    close_idle_databases()
+    assert set(live_workers()) <= workers
 
 
 # -- temporary folders of dead owners --------------------------------------------------------------------

@@ -130,12 +130,13 @@ def open_database(
         path: a DuckDB or SQLite file.
         engine: ``"auto"`` reads the file header (``SQLite format 3`` means SQLite, DuckDB's magic means
             DuckDB); ``"duckdb"`` or ``"sqlite"`` force one.
-        duckdb_config: extra DuckDB settings (for example ``{"threads": 2, "memory_limit": "2GB"}``); the
-            safety settings cannot be overridden.
+        duckdb_config: DuckDB settings for the query workers over :data:`~.db_duckdb.DEFAULT_CONFIG` (for
+            example ``{"threads": 2, "memory_limit": "2GB"}``: each worker may use that plus
+            :data:`~.db_worker.MEMORY_SLACK_BYTES`); the safety settings cannot be overridden.
         sqlite_temp_store: where SQLite keeps the temporary tables of a sort or a ``GROUP BY``: ``"memory"``
             (the default: nothing on disk, but such queries cost up to 1.5-2x the CPU), or ``"file"`` (SQLite's
-            own default: files it deletes as soon as it creates them, so none is ever visible; a runaway query
-            can still fill the disk until its timeout interrupts it).
+            own default: files in the query worker's private folder, deleted as soon as they are made; each
+            is capped at :data:`~.db_worker.TEMP_FILE_LIMIT_BYTES`).
 
     Raises:
         FileNotFoundError: no file at ``path`` (the message names the path tried).

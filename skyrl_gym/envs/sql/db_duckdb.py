@@ -12,6 +12,7 @@ private temporary folder.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -22,8 +23,13 @@ from skyrl_gym.envs.sql.db_base import Database, Engine, quote_identifier, rende
 
 __all__ = ["DEFAULT_CONFIG", "SAFE_CONFIG", "DuckDBDatabase", "DuckDBEngine"]
 
-DEFAULT_CONFIG: dict[str, Any] = {"memory_limit": "1GiB", "max_temp_directory_size": "4GiB", "threads": 4}
-"""DuckDB settings a caller may change with ``duckdb_config`` (per query worker)."""
+DEFAULT_CONFIG: dict[str, Any] = {
+    "memory_limit": "1GiB",
+    "max_temp_directory_size": "4GiB",
+    "threads": max(1, min(4, os.cpu_count() or 1)),
+}
+"""DuckDB settings a caller may change with ``duckdb_config``, per query worker (many workers run at once
+when many environments query together: each gets a few threads and a share of the memory)."""
 SAFE_CONFIG: dict[str, Any] = {
     "enable_external_access": False,
     "autoinstall_known_extensions": False,

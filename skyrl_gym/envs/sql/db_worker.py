@@ -9,11 +9,14 @@ limits.
 
 Both ends of the pipe live here:
 
-- the worker (:func:`serve`, started by :class:`Worker`): opens the file with an :class:`~.db_base.Engine`,
+- the worker (:func:`serve`): forked on request by the zygote (:func:`zygote_main`), one single-threaded
+  child of the caller that imported the engines once, so that a worker starts in milliseconds (a fresh
+  interpreter importing DuckDB takes a few hundred). It opens the file with an :class:`~.db_base.Engine`,
   caps its own memory (``RLIMIT_DATA``) and file sizes, runs each query with a deadline (a watchdog thread
   interrupts the engine when it passes), fetches rows a few at a time, cuts values and the result to the
-  request's limits, and sends plain Python values back. It exits when its parent does (its parent id
-  changes) or closes the pipe, removing its private temporary folder.
+  request's limits, and sends plain Python values back. It exits when the pipe closes or its parent ends
+  (the zygote ends with the caller), removing its private temporary folder, and retires itself after a
+  query that left it holding much memory or that may have changed its connection.
 - the caller: :data:`POOLS` keeps, per (engine, file, settings), the idle workers for the databases open on
   it; a query takes one, and a worker that has not answered :data:`~.db_base.KILL_GRACE_S` after the
   query's deadline is killed (a fresh one is started for the next query).
@@ -40,6 +43,7 @@ import decimal
 import errno
 import fcntl
 import io
+import itertools
 import math
 import os
 import pickle
@@ -54,6 +58,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,8 +81,6 @@ OPEN_TIMEOUT_S = 60.0
 """Seconds a worker may take to start and open its file."""
 MEMORY_SLACK_BYTES = 1 << 30
 """Memory a worker may use beyond its engine's own limit (the interpreter, fetched values)."""
-SQLITE_MEMORY_BYTES = 1 << 30
-"""Memory a SQLite worker may use (SQLite has no limit of its own)."""
 TEMP_FILE_LIMIT_BYTES = 4 << 30
 """The largest temporary file a worker may write (``RLIMIT_FSIZE``)."""
 _FRAME_SLACK = 1 << 20
@@ -197,14 +200,39 @@ def _plain(value: Any, cap: int | None, depth: int = 0) -> tuple[Any, int, int]:
     return _plain(text, cap, depth + 1)
 
 
-def _plain_row(row: tuple, cap: int | None) -> tuple[tuple, int, int]:
-    values, size, cut = [], 0, 0
+def _plain_row(row: tuple, cap: int | None) -> tuple[tuple, int]:
+    values, cut = [], 0
     for value in row:
-        value, value_size, value_cut = _plain(value, cap)
+        value, _, value_cut = _plain(value, cap)
         values.append(value)
-        size += value_size
         cut += value_cut
-    return tuple(values), size, cut
+    return tuple(values), cut
+
+
+_PLAIN_TYPES = frozenset(
+    {int, float, bool, type(None), str, bytes, decimal.Decimal, datetime.date, uuid.UUID}
+)
+_PLAIN_TYPES |= {datetime.timedelta}
+_SIZED_TYPES = (str, bytes)
+
+
+def _pack(chunk: list[tuple], cap: int | None) -> tuple[list[tuple], bytes, list[int] | None]:
+    """``(rows, their pickle, values cut per row or None)`` for rows fetched from the engine.
+
+    Most chunks hold only plain values none longer than ``cap``: they are pickled as they are, at C speed.
+    The others go through :func:`_plain` value by value.
+    """
+    flat = list(itertools.chain.from_iterable(chunk))
+    if set(map(type, flat)) <= _PLAIN_TYPES:
+        blob = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+        if cap is None or len(blob) <= cap or not any(len(v) > cap for v in flat if type(v) in _SIZED_TYPES):
+            return chunk, blob, None
+    rows, cuts = [], []
+    for raw in chunk:
+        row, row_cut = _plain_row(raw, cap)
+        rows.append(row)
+        cuts.append(row_cut)
+    return rows, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), cuts
 
 
 class _TooLarge(Exception):
@@ -214,14 +242,15 @@ class _TooLarge(Exception):
 def _fetch(cursor: Any, request: Mapping[str, Any], deadline: float, first_batch: int = 1) -> dict[str, Any]:
     """Fetch ``cursor``'s rows within the request's limits (``max_rows``, ``max_bytes``, ``count_limit``).
 
-    Rows are converted ``first_batch`` at a time at first, then in growing batches, so that a result of
-    huge values stops at ``max_bytes`` having converted little more than that.
+    Rows are converted ``first_batch`` at a time at first, then in batches that grow but never past the room
+    left in ``max_bytes``, so that a result of huge values stops at its limit having converted little more.
+    A result's size is the size of its pickle, which is what the caller receives (``chunks``).
     """
     description = cursor.description
     columns = [str(d[0]) for d in description] if description else []
     reply: dict[str, Any] = {
         "columns": columns,
-        "rows": [],
+        "chunks": [],
         "truncated": False,
         "total_rows": 0,
         "values_cut": 0,
@@ -231,42 +260,60 @@ def _fetch(cursor: Any, request: Mapping[str, Any], deadline: float, first_batch
     max_rows, cap = request.get("max_rows"), request.get("max_value_chars")
     budget = math.inf if request.get("max_bytes") is None else request["max_bytes"]
     wanted = math.inf if max_rows is None else max_rows + 1  # one more than shown: are there more?
-    rows: list[tuple] = []
-    used = cut = 0
+    chunks: list[bytes] = reply["chunks"]
+    last: list[tuple] = []
+    last_cuts: list[int] | None = None
+    count = used = cut = 0
     batch = first_batch
     exhausted = False
-    while len(rows) < wanted and not exhausted:
-        asked = int(min(batch, wanted - len(rows)))
-        chunk = cursor.fetchmany(asked)
-        exhausted = len(chunk) < asked  # fetchmany returns fewer rows only at the end
-        for raw in chunk:
-            row, size, row_cut = _plain_row(raw, cap)
-            if used + size > budget:
-                if max_rows is None or not rows:
-                    what = "the result" if max_rows is None else "one row of the result"
-                    raise _TooLarge(
-                        f"{what} is larger than {_megabytes(budget)}; select fewer or shorter values "
-                        "(LIMIT, substr, fewer columns)"
-                    )
-                reply.update(rows=rows[:max_rows], truncated=True, total_rows=None, values_cut=cut)
-                return reply
-            rows.append(row)
-            used += size
-            cut += row_cut
+    while count < wanted and not exhausted:
+        asked = int(min(batch, wanted - count))
+        raw = cursor.fetchmany(asked)
+        exhausted = len(raw) < asked  # fetchmany returns fewer rows only at the end
+        if not raw:
+            break
+        rows, blob, cuts = _pack(raw, cap)
+        if used + len(blob) > budget:
+            fitting: list[tuple] = []
+            for index, row in enumerate(rows):
+                size = len(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
+                if used + size > budget:
+                    break
+                fitting.append(row)
+                used += size
+                cut += cuts[index] if cuts else 0
+            if max_rows is None or count + len(fitting) == 0:
+                what = "the result" if max_rows is None else "one row of the result"
+                raise _TooLarge(
+                    f"{what} is larger than {_megabytes(budget)}; select fewer or shorter values "
+                    "(LIMIT, substr, fewer columns)"
+                )
+            fitting = fitting[: max(0, max_rows - count)]
+            if fitting:
+                chunks.append(pickle.dumps(fitting, protocol=pickle.HIGHEST_PROTOCOL))
+            reply.update(truncated=True, total_rows=None, values_cut=cut)
+            return reply
+        chunks.append(blob)
+        last, last_cuts = rows, cuts
+        count += len(rows)
+        used += len(blob)
+        cut += sum(cuts) if cuts else 0
         # Grow fast for ordinary rows, but never convert more than the room left in the budget.
-        room = budget - used
-        batch = int(max(1, min(1024, batch * 32, room // max(1, used // max(1, len(rows))))))
-    reply["values_cut"] = cut
-    if max_rows is None or len(rows) <= max_rows:
-        reply.update(rows=rows, total_rows=len(rows))
+        batch = int(max(1, min(1024, batch * 32, (budget - used) // max(1, used // max(1, count)))))
+    if max_rows is None or count <= max_rows:
+        reply.update(total_rows=count, values_cut=cut)
         return reply
+    keep = len(last) - (count - max_rows)  # drop the row fetched only to know that more exist
+    if last_cuts:
+        cut -= sum(last_cuts[keep:])
+    chunks[-1] = pickle.dumps(last[:keep], protocol=pickle.HIGHEST_PROTOCOL)
+    reply.update(truncated=True, values_cut=cut)
     if exhausted:
-        reply.update(rows=rows[:max_rows], truncated=True, total_rows=len(rows))
+        reply["total_rows"] = count
         return reply
-    reply.update(rows=rows[:max_rows], truncated=True)
     limit = max_rows + request.get("count_limit", 0)
-    total: int | None = len(rows)
-    row_size = max(1, used // len(rows))
+    total: int | None = count
+    row_size = max(1, used // count)
     try:  # count some more rows, to say how many were cut; give up quietly on any trouble or at the deadline
         while total is not None and total <= limit:
             if time.monotonic() >= deadline:
@@ -292,16 +339,22 @@ def _megabytes(size: float) -> str:
 class _Watchdog(threading.Thread):
     """Inside the worker: interrupts the engine at the query's deadline, and ends the worker with its parent."""
 
+    TICK_S = 0.25
+    """Seconds between two checks of the parent."""
+
     def __init__(self, engine: Any, parent: int, folder: str):
         super().__init__(name="skyrl-sql-worker-watchdog", daemon=True)
         self.engine, self.parent, self.folder = engine, parent, folder
         self.cond = threading.Condition()
         self.deadline = math.inf
+        self.wake_at = 0.0
 
     def arm(self, deadline: float) -> None:
+        """Interrupt the engine at ``deadline`` (``inf``: never)."""
         with self.cond:
             self.deadline = deadline
-            self.cond.notify()
+            if deadline < self.wake_at:  # only then: a query costs no wake-up of this thread
+                self.cond.notify()
 
     def run(self) -> None:
         with self.cond:
@@ -314,7 +367,8 @@ class _Watchdog(threading.Thread):
                 if os.getppid() != self.parent:  # the caller died: nobody will read the answer
                     shutil.rmtree(self.folder, ignore_errors=True)
                     os._exit(0)
-                self.cond.wait(min(0.25, max(0.0, self.deadline - now)))
+                self.wake_at = min(now + self.TICK_S, self.deadline)
+                self.cond.wait(max(0.0, self.wake_at - now))
 
 
 def _make_private_folder(temp_root: str, caller: int) -> tuple[str, int]:
@@ -376,7 +430,7 @@ def serve(frames_in: int = 0, frames_out: int | None = None) -> None:
             return
         watchdog = _Watchdog(engine, parent, folder)
         watchdog.start()
-        _send(frames_out, {"ok": True, "folder": folder, "memory_bytes": memory})
+        _send(frames_out, {"ok": True, "folder": folder})
         while True:
             try:
                 request = _recv_blocking(frames_in)
@@ -555,7 +609,7 @@ def zygote_main(control_fd: int) -> None:
         request = pickle.loads(data)
         try:
             if request.get("engine") == "duckdb":
-                from skyrl_gym.envs.sql import db_duckdb  # noqa: F401
+                import duckdb  # noqa: F401  (once, here: importing it costs ~100 ms, a fork ~1 ms)
             pid = os.fork()
         except BaseException as exc:
             for fd in fds:
@@ -665,11 +719,17 @@ class _Zygote:
             self._stop()
 
     def after_fork(self) -> None:
+        """In a forked child: drop the parent's zygote (closing the child's copy of its socket, so that the
+        zygote still sees its caller end), without touching the process."""
         self.lock = threading.Lock()
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.sock.detach())
         self.proc, self.sock = None, None
 
 
 _ZYGOTE = _Zygote()
+_WORKERS: weakref.WeakSet[Worker] = weakref.WeakSet()
 
 
 def live_workers() -> list[int]:
@@ -713,7 +773,10 @@ class Worker:
             popen.stdin.close()
             popen.stdout.close()
         self.pid = self.child.pid
+        _WORKERS.add(self)
         os.set_blocking(self._out, False)
+        self._poller = select.poll()
+        self._poller.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
         request = {
             "engine": engine,
             "path": path,
@@ -733,7 +796,6 @@ class Worker:
             self.kill()
             raise ValueError(f"could not open {path!r}: {reply['message']}")
         self.folder = reply["folder"]
-        self.memory_bytes: int = reply["memory_bytes"]
 
     def call(self, message: Any, deadline: float, max_frame: float) -> Any:
         """Send ``message`` and return the answer, read by ``deadline`` and at most ``max_frame`` bytes long."""
@@ -741,34 +803,53 @@ class Worker:
             _send(self._in, message)
         except OSError as exc:  # a broken pipe: the worker is gone
             raise WorkerGone(f"could not send the request ({exc.strerror or exc})") from None
-        header = self._read(_HEADER.size, deadline)
-        (size,) = _HEADER.unpack(header)
+        data = self._read(_HEADER.size, deadline, greedy=True)  # a small answer comes in this one read
+        (size,) = _HEADER.unpack_from(data)
         if size > max_frame:
             raise WorkerTooLarge(f"{size} bytes")
-        return _Unpickler(io.BytesIO(self._read(size, deadline))).load()
+        body = data[_HEADER.size :]
+        if len(body) < size:
+            body += self._read(size - len(body), deadline)
+        answer = _Unpickler(io.BytesIO(body)).load()
+        if isinstance(answer, dict) and "chunks" in answer:  # rows, pickled in the worker a batch at a time
+            rows: list[tuple] = []
+            for chunk in answer.pop("chunks"):
+                rows.extend(_Unpickler(io.BytesIO(chunk)).load())
+            answer["rows"] = rows
+        return answer
 
-    def _read(self, size: int, deadline: float) -> bytes:
-        buffer = bytearray()
-        poller = select.poll()
-        poller.register(self._out, select.POLLIN | select.POLLHUP | select.POLLERR)
-        while len(buffer) < size:
+    def _read(self, size: int, deadline: float, greedy: bool = False) -> bytes:
+        """``size`` bytes from the worker (with ``greedy``, whatever more is there at once, up to 64 KB)."""
+        chunks: list[bytes] = []
+        got = 0
+        while got < size:
             wait = None if deadline == math.inf else max(0.0, deadline - time.monotonic())
-            if not poller.poll(None if wait is None else wait * 1000):
+            if not self._poller.poll(None if wait is None else wait * 1000):
                 raise WorkerLate
             try:
-                chunk = os.read(self._out, min(size - len(buffer), 1 << 20))
+                chunk = os.read(self._out, max(size - got, 1 << 16) if greedy else min(size - got, 1 << 20))
             except BlockingIOError:
                 continue
             except OSError as exc:
                 raise WorkerGone(exc.strerror or str(exc)) from None
             if not chunk:
                 raise WorkerGone("it ended")
-            buffer += chunk
-        return bytes(buffer)
+            chunks.append(chunk)
+            got += len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def alive(self) -> bool:
         """Whether the process is still running."""
         return self.child.alive()
+
+    def forget(self) -> None:
+        """In a forked child: close this process's copies of the worker's pipes, leaving the worker be."""
+        for fd in (self._in, self._out, self.child.pidfd):
+            if fd is not None and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._in = self._out = -1
+        self.child.pidfd, self.child.popen, self.folder = None, None, None
 
     def stop(self, wait_s: float = 1.0) -> None:
         """Ask the worker to end (it removes its folder), and kill it if it has not after ``wait_s``."""
@@ -895,9 +976,7 @@ class Pool:
         worker = self._acquire()
         remaining = None if deadline == math.inf else max(0.0, deadline - time.monotonic())
         max_bytes = message.get("max_bytes")
-        max_frame = (
-            math.inf if max_bytes is None or message["op"] != "query" else 2 * max_bytes + _FRAME_SLACK
-        )
+        max_frame = math.inf if max_bytes is None or message["op"] != "query" else max_bytes + _FRAME_SLACK
         try:
             reply = worker.call({**message, "timeout_s": remaining}, deadline + KILL_GRACE_S, max_frame)
         except WorkerLate:
@@ -1086,7 +1165,10 @@ class Pools:
         _ZYGOTE.close()
 
     def _after_fork(self) -> None:
-        # The child shares the parent's pipes; it must never use or stop the parent's workers.
+        # The child has copies of the parent's pipes: it must never use them, nor keep them open (a worker
+        # would not see its caller hang up), nor stop the parent's workers.
+        for worker in list(_WORKERS):
+            worker.forget()
         self.lock = threading.RLock()
         self._wake = threading.Condition(self.lock)
         self.pools = {}
