@@ -37,8 +37,9 @@ from pathlib import Path
 import pytest
 from shopdb import ENGINES, build_shop, sha256_of
 
-from skyrl_gym.envs.sql.database import QueryError, close_idle_databases, open_database
+from skyrl_gym.envs.sql.database import QueryError, UnsafeQuery, close_idle_databases, open_database
 from skyrl_gym.envs.sql.db_worker import PRIVATE_PREFIX, live_workers, sweep_stale_folders
+from skyrl_gym.envs.sql.safety import UnknownRelation
 
 TIMEOUT_S = 1.5
 """Each attack's timeout; the call must return within it plus :data:`SLACK_S`."""
@@ -449,6 +450,56 @@ def test_every_attack_is_bounded_refused_or_harmless(hostile_files, engine):
     assert sorted(os.listdir(path.parent)) == folder
     assert _leftovers() == (folders, threads)
     assert set(live_workers()) <= workers
+
+
+def test_refusals_say_what_was_refused_and_what_may_be_read(hostile_files):
+    with open_database(hostile_files["duckdb"]) as db:
+        with pytest.raises(
+            UnsafeQuery, match=r"'pg_settings' is not a table of this database.*customers, orders"
+        ):
+            db.execute("SELECT * FROM pg_settings")
+        with pytest.raises(
+            UnknownRelation, match=r"'custmers' in this database \(did you mean 'customers'\?\)"
+        ) as caught:
+            db.execute("SELECT * FROM custmers")
+        assert caught.value.kind == "schema"
+        with pytest.raises(UnsafeQuery, match=r"table function duckdb_settings\(\) is not allowed"):
+            db.execute("SELECT * FROM customers, LATERAL duckdb_settings()")
+        with pytest.raises(UnsafeQuery, match=r"function current_setting\(\) is not allowed"):
+            db.execute("SELECT current_setting('threads')")
+    with open_database(hostile_files["sqlite"]) as db:
+        with pytest.raises(UnsafeQuery, match=r"'pragma_database_list' is not a table of this database"):
+            db.execute("SELECT * FROM pragma_database_list")
+
+
+@pytest.mark.parametrize(
+    ("engine", "sql", "rows"),
+    [
+        ("duckdb", "WITH pg_settings AS (SELECT 1 AS x) SELECT * FROM pg_settings", [(1,)]),
+        ("duckdb", "SELECT count(*) FROM main.customers", [(8,)]),
+        ("duckdb", "SELECT count(*) FROM shop.main.customers", [(8,)]),
+        ("duckdb", "SELECT count(*) FROM shop.customers", [(8,)]),
+        ("duckdb", "SELECT count(*) FROM information_schema.tables WHERE table_name = 'orders'", [(1,)]),
+        (
+            "duckdb",
+            "SELECT count(*) FROM customers c, LATERAL (SELECT * FROM orders o WHERE o.customer_id = c.id)",
+            [(15,)],
+        ),
+        ("duckdb", "SELECT count(*) FROM range(5) r, LATERAL unnest([1, 2])", [(10,)]),
+        (
+            "duckdb",
+            "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 4) SELECT sum(i) FROM r",
+            [(10,)],
+        ),
+        ("sqlite", "WITH a AS (SELECT * FROM b), b AS (SELECT 7 AS x) SELECT * FROM a", [(7,)]),
+        ("sqlite", "SELECT count(*) FROM main.customers", [(8,)]),
+        ("sqlite", "SELECT count(*) FROM sqlite_master WHERE type = 'table'", [(3,)]),
+        ("sqlite", "WITH pragma_database_list AS (SELECT 2 AS x) SELECT * FROM pragma_database_list", [(2,)]),
+    ],
+)
+def test_the_allow_list_lets_ordinary_queries_through(hostile_files, engine, sql, rows):
+    with open_database(hostile_files[engine]) as db:
+        assert db.execute(sql).rows == rows
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -570,8 +570,8 @@ def _check_relation(
             f"schema or database): queries may read only this database's tables and views: {listing}"
         )
     close = difflib.get_close_matches(parts[-1], list(relations.names) if relations else [], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise UnknownRelation(f"no table or view named {shown!r} in this database{hint} Its tables: {listing}")
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UnknownRelation(f"no table or view named {shown!r} in this database{hint}; its tables: {listing}")
 
 
 def _resolve(parts: list[str], dialect: str, relations: Relations | None) -> str:
