@@ -324,6 +324,19 @@ def _attacks() -> list[Attack]:
     add(text, "SELECT 1 WHERE 1 IN (" + ",".join(["1"] * 24000) + ")")
     add(text, "SELEC " + "!@#$%^&*" * 12000, refused=True)
     add(text, "SELECT '" + "x" * 150000 + "'", refused=True)
+    # just under the guard's length limit: parsed, at a bounded cost
+    add(text, "SELECT " + "(" * 9000 + "1" + ")" * 9000)
+    add(text, "SELECT " + "+".join(["1"] * 9900))
+    add(text, "SELECT 1 WHERE 1 IN (" + ",".join(["1"] * 9900) + ")")
+    add(text, " UNION ALL ".join(["SELECT 1"] * 1000))
+    add(
+        text,
+        "SELECT * FROM customers "
+        + " ".join(f"JOIN customers c{i} ON c{i}.id = customers.id" for i in range(400)),
+    )
+    add(
+        text, "SELECT CASE " + " ".join(f"WHEN id = {i} THEN {i}" for i in range(850)) + " END FROM customers"
+    )
     return out
 
 
