@@ -730,6 +730,9 @@ class _Zygote:
 
 _ZYGOTE = _Zygote()
 _WORKERS: weakref.WeakSet[Worker] = weakref.WeakSet()
+_REAPERS: set[threading.Thread] = set()
+_REAPERS_LOCK = threading.Lock()
+_KILL_WAIT_S = 0.2
 
 
 def live_workers() -> list[int]:
@@ -867,16 +870,24 @@ class Worker:
             self._in = -1
 
     def kill(self) -> None:
-        """Kill the worker now and remove its folder (a dying worker is finished off by a reaper thread)."""
+        """Kill the worker now and remove its folder; one that takes long to die (freeing gigabytes, stuck
+        in the kernel) is finished off by a reaper thread, so that the caller does not wait for it."""
         self.child.kill()
-        if not self.child.wait(1.0):  # stuck in the kernel: clean up when it does end
-            threading.Thread(target=self._reap, name="skyrl-sql-reaper", daemon=True).start()
+        if not self.child.wait(_KILL_WAIT_S):
+            reaper = threading.Thread(target=self._reap, name="skyrl-sql-reaper", daemon=True)
+            with _REAPERS_LOCK:
+                _REAPERS.add(reaper)
+            reaper.start()
             return
         self._cleanup()
 
     def _reap(self) -> None:
-        self.child.wait(None)
-        self._cleanup()
+        try:
+            self.child.wait(None)
+            self._cleanup()
+        finally:
+            with _REAPERS_LOCK:
+                _REAPERS.discard(threading.current_thread())
 
     def _cleanup(self) -> None:
         self.hang_up()
@@ -1150,6 +1161,10 @@ class Pools:
             worker.stop()
         if janitor is not None:
             janitor.join(1.0)
+        with _REAPERS_LOCK:
+            reapers = list(_REAPERS)
+        for reaper in reapers:  # the folders of killed workers are gone once this returns
+            reaper.join(10.0)
         return len(idle)
 
     def close_all(self) -> None:
