@@ -74,6 +74,9 @@ _TRUNCATED = "Truncated to {rows} lines since returned response too long: "
 _CELL_CHARS = 200
 _METADATA_SQL_CHARS = 2000
 
+_MIN_RESULT_BYTES = 1 << 20
+"""The least a query's rows may take on the way back from its worker (bytes)."""
+
 
 # -- SkyRL's observation -------------------------------------------------------------------------------------
 def reminder(turns_left: int) -> str:
@@ -425,6 +428,10 @@ class SQLCodeExecutorToolGroup(ToolGroup):
                 timeout_s=self.timeout_s if timeout is None else float(timeout),
                 max_rows=fetch,
                 transpile_from=self.transpile_from,
+                # a value longer than the observation could show is cut in the query worker, and the rows
+                # that cross back are bounded: what a query costs the caller follows the observation's cap
+                max_value_chars=self.max_chars + 1,
+                max_bytes=max(_MIN_RESULT_BYTES, 200 * self.max_chars),
             )
         except QueryTimeout as exc:
             info.update(error_kind=exc.kind, rows=None)
@@ -449,7 +456,9 @@ class SQLCodeExecutorToolGroup(ToolGroup):
 
     def _error_text(self, message: str, db_file: str) -> str:
         if self.style == "skyrl":
-            return _cap(f"Error executing SQL: {message}, db file: {db_file}", self.max_chars)
+            # SkyRL's text, with the file's name only: no host path reaches the model
+            name = os.path.basename(db_file) if db_file else db_file
+            return _cap(f"Error executing SQL: {message}, db file: {name}", self.max_chars)
         return _cap(f"Error: {message}", self.max_chars)
 
     # -- databases -----------------------------------------------------------------------------------------

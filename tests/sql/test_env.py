@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium
 import pytest
@@ -196,7 +197,8 @@ def test_a_query_gets_skyrls_observation_with_the_turns_left(shop_files, engine)
         content.startswith("\n\n<observation>Error executing SQL: ")
         and output["metadata"]["error_kind"] == "schema"
     )
-    assert f", db file: {path}\n<reminder>You have 3 turns left" in content
+    assert f", db file: {Path(path).name}\n<reminder>You have 3 turns left" in content
+    assert str(Path(path).parent) not in content  # the file's name only: no host path reaches the model
     output = env.step("<think>drop</think><sql>DROP TABLE orders</sql>")
     assert "DROP statements are not allowed" in output["observations"][0]["content"]
     assert output["metadata"]["error_kind"] == "unsafe"
