@@ -39,7 +39,6 @@ from skyrl_gym.envs.sql.db_base import (
     DEFAULT_TIMEOUT_S,
     KILL_GRACE_S,
     TRANSPILE_CANDIDATES,
-    Database,
     QueryError,
     QueryResult,
     QueryTimeout,
@@ -48,8 +47,7 @@ from skyrl_gym.envs.sql.db_base import (
     quote_identifier,
     transpile_query,
 )
-from skyrl_gym.envs.sql.db_duckdb import DuckDBDatabase
-from skyrl_gym.envs.sql.db_sqlite import SQLiteDatabase
+from skyrl_gym.envs.sql.db_client import Database, DuckDBDatabase, SQLiteDatabase
 from skyrl_gym.envs.sql.db_worker import POOLS, WORKER_LINGER_S, sweep_stale_folders
 
 __all__ = [

@@ -15,13 +15,12 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.sql.db_base import Database, Engine, quote_identifier, render_table
+from skyrl_gym.envs.sql.db_base import Engine, quote_identifier, render_table
 
-__all__ = ["DEFAULT_CONFIG", "SAFE_CONFIG", "DuckDBDatabase", "DuckDBEngine"]
+__all__ = ["DEFAULT_CONFIG", "SAFE_CONFIG", "DuckDBEngine"]
 
 DEFAULT_CONFIG: dict[str, Any] = {
     "memory_limit": "1GiB",
@@ -42,23 +41,6 @@ SAFE_CONFIG: dict[str, Any] = {
 _SIZE = re.compile(r"\s*([0-9.]+)\s*([KMGTP]?i?B|bytes?)?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pb": 10**15, "pib": 1 << 50})
-
-
-class DuckDBDatabase(Database):
-    """A DuckDB file opened read-only (see the module docstring for the settings).
-
-    ``duckdb_config``: DuckDB settings for its workers (for example ``{"threads": 2, "memory_limit":
-    "2GB"}``) over :data:`DEFAULT_CONFIG`; the :data:`SAFE_CONFIG` settings cannot be overridden.
-    """
-
-    dialect = "duckdb"
-
-    def __init__(self, path: Path, *, duckdb_config: Mapping[str, Any] | None = None):
-        extra = dict(duckdb_config or {})
-        for name in ("temp_directory", "access_mode"):
-            if name in extra:
-                raise ValueError(f"duckdb_config may not set {name!r}: the query worker sets it")
-        super().__init__(path, {**DEFAULT_CONFIG, **extra, **SAFE_CONFIG})
 
 
 class DuckDBEngine(Engine):

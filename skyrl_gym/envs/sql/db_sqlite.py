@@ -18,11 +18,11 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from skyrl_gym.envs.sql.db_base import Database, Engine, quote_identifier, render_table
+from skyrl_gym.envs.sql.db_base import Engine, quote_identifier, render_table
 
-__all__ = ["MAX_PATTERN_BYTES", "MAX_VALUE_BYTES", "SQLiteDatabase", "SQLiteEngine"]
+__all__ = ["MAX_PATTERN_BYTES", "MAX_VALUE_BYTES", "SQLiteEngine"]
 
 MAX_VALUE_BYTES = 100_000_000
 """The longest string or blob a SQLite query may make or read."""
@@ -52,22 +52,6 @@ _DENIED_FUNCTIONS = frozenset(
 _INTERNAL_PRAGMAS = frozenset({"table_info", "table_xinfo", "foreign_key_list"})
 _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, getattr(sqlite3, "SQLITE_RECURSIVE", 33)})
 _CATALOG_TABLES = frozenset({"sqlite_master", "sqlite_temp_master"})  # sqlite_schema reads as sqlite_master
-
-
-class SQLiteDatabase(Database):
-    """A SQLite file opened read-only (see the module docstring for the settings).
-
-    ``temp_store``: where SQLite keeps the temporary tables of a sort or a ``GROUP BY``: ``"memory"`` (no
-    files at all, but such queries cost up to 1.5-2x the CPU) or ``"file"`` (files in the worker's private
-    folder, which SQLite deletes as soon as it creates them).
-    """
-
-    dialect = "sqlite"
-
-    def __init__(self, path: Path, *, temp_store: Literal["memory", "file"] = "memory"):
-        if temp_store not in ("memory", "file"):
-            raise ValueError(f"sqlite_temp_store must be 'memory' or 'file', got {temp_store!r}")
-        super().__init__(path, {"temp_store": temp_store})
 
 
 class SQLiteEngine(Engine):

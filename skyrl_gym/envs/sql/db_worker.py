@@ -1,4 +1,4 @@
-"""Query workers: the child processes that run a :class:`~.db_base.Database`'s queries, and their pools.
+"""Query workers: the child processes that run a :class:`~.db_client.Database`'s queries, and their pools.
 
 Why a process: some queries cannot be stopped from inside the engine. A single SQLite ``LIKE``, ``GLOB``,
 ``instr``, ``replace`` or ``printf`` call runs as one virtual-machine instruction and never reaches the

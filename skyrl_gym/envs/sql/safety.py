@@ -176,7 +176,7 @@ class UnknownRelation(UnsafeQuery):
 class Relations:
     """What a query may read: one database's own tables and views (and :data:`CATALOG_RELATIONS`).
 
-    Make one with :meth:`of`; a :class:`~skyrl_gym.envs.sql.db_base.Database` makes its own
+    Make one with :meth:`of`; a :class:`~skyrl_gym.envs.sql.db_client.Database` makes its own
     (``db.relations()``). Names compare as the engines compare them, without regard to case.
     """
 
