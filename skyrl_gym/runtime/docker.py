@@ -715,8 +715,12 @@ class DockerContainer:
                 if timed_out:
                     self.kill_marked(token, user or self.user)
                     _pump(raw, b"", out, err, time.monotonic() + 1.0)
+                    # a fork bomb's killed processes still count against the container's process limit until
+                    # they are reaped: wait for them (briefly) so that the next command can start
+                    self._settle(token, user or self.user, time.monotonic() + 1.0)
                 elif self._marked_left(token):  # what the command left running in the background goes too
                     self.kill_marked(token, user or self.user)
+                    self._settle(token, user or self.user, time.monotonic() + 1.0)
             finally:
                 with contextlib.suppress(Exception):
                     sock.close()
@@ -773,6 +777,17 @@ class DockerContainer:
                         return True
         return False
 
+    def _settle(self, token: str, user: str, deadline: float) -> None:
+        """Until ``deadline``: kill what is left of one command, until none of it runs and nothing in the
+        container is a zombie waiting to be reaped (a local engine only; elsewhere nothing to wait on)."""
+        if not (self.engine.local and os.path.isdir("/proc/1")):
+            return
+        while time.monotonic() < deadline:
+            if not self._marked_left(token) and not any(_is_zombie(pid) for pid in self.host_pids()):
+                return
+            self.kill_marked(token, user)
+            time.sleep(0.02)
+
     def kill_marked(self, token: str, user: str | None = None) -> int:
         """Kill every process of one command (they carry its marker in their environment); returns how many.
 
@@ -819,6 +834,9 @@ class DockerContainer:
                     if pid not in keep:
                         with contextlib.suppress(OSError):
                             os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 1.0  # until the killed are reaped and free their process slots
+            while time.monotonic() < deadline and any(_is_zombie(pid) for pid in self.host_pids()):
+                time.sleep(0.02)
             return
         script = (
             'keep="1 $(cat /proc/1/task/1/children 2>/dev/null)"; for p in /proc/[0-9]*; do n=${p#/proc/}; '
@@ -916,6 +934,15 @@ class DockerContainer:
     def shell(self, **options: Any) -> ShellSession:
         """A persistent bash in this container (see :class:`ShellSession`)."""
         return ShellSession(self, **options)
+
+
+def _is_zombie(pid: int) -> bool:
+    """Whether host process ``pid`` has exited and waits to be reaped (``False`` when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _child_pids(pid: int) -> list[int]:
