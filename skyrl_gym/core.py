@@ -16,6 +16,7 @@ This module imports nothing heavy and holds no environment-specific code.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Generic, TypedDict, TypeVar
 
 ObsType = TypeVar("ObsType")
@@ -180,3 +181,14 @@ class Env(Generic[ObsType, ActType]):
     def __str__(self) -> str:
         env_id = getattr(self.spec, "id", None)
         return f"{type(self).__name__}<{env_id}>" if env_id else f"{type(self).__name__}"
+
+
+def abandon_quietly(env: Any) -> None:
+    """Call ``env.abandon()`` (see :meth:`Env.abandon`) if it has one; a failure is logged, never raised."""
+    method = getattr(env, "abandon", None)
+    if not callable(method):
+        return
+    try:
+        method()
+    except Exception:
+        logging.getLogger("skyrl_gym").warning("abandon() of %s failed", env, exc_info=True)

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from skyrl_gym._threads import CallTimedOut, TimeoutRunner
 from skyrl_gym.budget import END_ERROR, END_TERMINATED, END_TRUNCATED, Budget
-from skyrl_gym.core import Env, EnvStepOutput, Task
+from skyrl_gym.core import Env, EnvStepOutput, Task, abandon_quietly
 from skyrl_gym.errors import BudgetExceeded, EpisodeEndedError, Error
 
 __all__ = ["ContractViolation", "EpisodeGuard", "guard_of", "install_guard"]
@@ -199,12 +199,7 @@ class EpisodeGuard(Env):
                 output = self._runner.call(self._own_call, "step", action, timeout=limit)
             output = _validated(output)
         except CallTimedOut:
-            abandon = getattr(self.env, "abandon", None)
-            if callable(abandon):  # the step runs on, abandoned: stop what it runs
-                try:
-                    abandon()
-                except Exception:
-                    logger.warning("abandon() of %s failed:\n%s", self.env, traceback.format_exc())
+            abandon_quietly(self.env)  # the step runs on, abandoned: stop what it runs
             by_episode = episode_left is not None and (step_limit is None or episode_left < step_limit)
             which = "episode_timeout" if by_episode else "step_timeout"
             return self._finish(_truncated(which, f"step did not return within {limit:.3g} s"))

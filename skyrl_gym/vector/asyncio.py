@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from skyrl_gym.core import Env, EnvStepOutput
+from skyrl_gym.core import Env, EnvStepOutput, abandon_quietly
 from skyrl_gym.vector._pool import Call, DaemonPool
 from skyrl_gym.vector.results import InitResult, error_output
 from skyrl_gym.vector.threaded import (
@@ -34,7 +34,6 @@ from skyrl_gym.vector.threaded import (
     _init_value_problem,
     _per_env_timeouts,
     _step_value_problem,
-    abandon_quietly,
     failure_message,
 )
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skyrl_gym.core import Env, EnvStepOutput
+from skyrl_gym.core import Env, EnvStepOutput, abandon_quietly
 from skyrl_gym.errors import EpisodeNotStartedError, Error
 from skyrl_gym.vector._pool import Call, DaemonPool, Job, Outcome, run_all, submit_all, wait_all
 from skyrl_gym.vector.results import BatchStats, InitResult, describe, error_output
@@ -436,17 +436,6 @@ class VectorEnv:
             self._pool.shutdown()
             raise failure
         return envs
-
-
-def abandon_quietly(env: Any) -> None:
-    """Call ``env.abandon()`` (see :meth:`skyrl_gym.Env.abandon`) if it has one; a failure is logged, not raised."""
-    method = getattr(env, "abandon", None)
-    if not callable(method):
-        return
-    try:
-        method()
-    except Exception:
-        logger.warning("abandon() of %s failed", env, exc_info=True)
 
 
 def failure_message(op: str, outcome: Outcome, timeout_s: float | None) -> str | None:
