@@ -1,5 +1,8 @@
-"""Dispatchers: strategies for running many rollout coroutines at once (``generator.dispatcher``).
+"""Dispatchers: strategies for running many staged rollout jobs at once (``generator.dispatcher``).
 
+- :mod:`~skyrl_train.dispatch.base`: the staged-job protocol (:class:`StagedJob`, :class:`WorkerSlot`,
+  :func:`as_staged`), the one rule for running a stage (:func:`run_stage`, :func:`release_job`,
+  :func:`run_job`) and the counters (:class:`DispatchStats`).
 - :class:`~skyrl_train.dispatch.async_batch.AsyncBatchDispatcher` (``"async_batch"``): the batch's jobs as
   asyncio tasks with a concurrency limit.
 
@@ -9,19 +12,41 @@
 from skyrl_train.dispatch.async_batch import AsyncBatchDispatcher
 from skyrl_train.dispatch.base import (
     DISPATCHERS,
+    STAGES,
     Dispatcher,
     DispatchStats,
     Job,
+    JobFailure,
+    PlainJob,
+    StagedJob,
+    StageStats,
+    StageTimeouts,
+    WorkerSlot,
+    as_staged,
     make_dispatcher,
     register_dispatcher,
+    release_job,
+    run_job,
+    run_stage,
 )
 
 __all__ = [
     "DISPATCHERS",
+    "STAGES",
     "AsyncBatchDispatcher",
     "DispatchStats",
     "Dispatcher",
     "Job",
+    "JobFailure",
+    "PlainJob",
+    "StageStats",
+    "StageTimeouts",
+    "StagedJob",
+    "WorkerSlot",
+    "as_staged",
     "make_dispatcher",
     "register_dispatcher",
+    "release_job",
+    "run_job",
+    "run_stage",
 ]
