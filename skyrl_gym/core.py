@@ -71,6 +71,10 @@ class Env(Generic[ObsType, ActType]):
     """Strings after which a model's turn is over (``"</sql>"`` for a protocol whose tool call ends there): a
     trainer stops generating at the first one and steps the environment. Empty: the turn ends at EOS."""
 
+    supports_deferred_verification: bool = False
+    """Whether :meth:`defer_verification` is honoured: the environment can leave its verification (hidden
+    tests in a fresh container, a slow grader) out of the last ``step`` and run it in :meth:`evaluate`."""
+
     def __new__(cls, *args: Any, **kwargs: Any):
         self = super().__new__(cls)
         self._init_args = args
@@ -120,6 +124,29 @@ class Env(Generic[ObsType, ActType]):
         """
         action = self.reference_action()
         return None if action is None else [action]
+
+    # -- verification after the episode ------------------------------------------------------------------
+    def defer_verification(self) -> None:
+        """Ask the environment to verify in :meth:`evaluate` instead of in its last ``step``.
+
+        Called before ``init`` by a runner that schedules verification as a stage of its own. Afterwards the
+        reward of the last ``step`` leaves verification out, and ``evaluate()`` returns it; the total (the
+        step rewards plus ``evaluate()["reward"]``) equals what the episode earns without deferral. Used
+        standalone, without this call, nothing changes. Raises ``NotImplementedError`` when
+        :attr:`supports_deferred_verification` is false.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support deferred verification")
+
+    def evaluate(self) -> dict[str, Any] | None:
+        """Verification after the episode has ended.
+
+        Returns ``None`` when there is nothing to verify (the default, and always when verification was not
+        deferred), else ``{"reward": float, ...}`` with the verification's reward and any details
+        (JSON-serialisable metadata, e.g. ``tests_passed``). It may be called once, after the episode ended
+        (a ``done`` step) and before ``close``; an infrastructure failure raises, so that it is never scored
+        as reward 0.
+        """
+        return None
 
     # -- Gymnasium-style reset --------------------------------------------------------------------------
     def reset(

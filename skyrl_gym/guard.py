@@ -20,6 +20,8 @@ class's own. The rules below hold for every environment made that way, built-in 
   with an observation saying so (reward 0.0, the turn counts, ``metadata["action_refused"]``), in constant
   time whatever its size.
 - When the episode ends, ``metadata["end"]`` is one of ``terminated``, ``truncated`` or ``error``.
+- ``evaluate()`` (verification after the episode, see :meth:`skyrl_gym.Env.evaluate`) runs after the end as
+  before it; only a closed environment refuses it. ``defer_verification()`` reaches the environment.
 """
 
 from __future__ import annotations
@@ -120,14 +122,31 @@ class EpisodeGuard(Env):
     def reference_action(self) -> Any:
         return self.env.reference_action()
 
+    # -- verification after the episode: the environment's own, also once the episode has ended ----------
+    @property
+    def supports_deferred_verification(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.env, "supports_deferred_verification", False))
+
+    def defer_verification(self) -> None:
+        self._check_open()
+        self.env.defer_verification()
+
+    def evaluate(self) -> dict[str, Any] | None:
+        """The environment's :meth:`~skyrl_gym.Env.evaluate`; allowed after the end (that is when it runs)."""
+        self._check_open()
+        return self._own_call_of(self.env.evaluate)
+
     @property
     def _inside(self) -> bool:
         return getattr(self._local, "depth", 0) > 0
 
     def _own_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._own_call_of(self._own[method], *args, **kwargs)
+
+    def _own_call_of(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         self._local.depth = getattr(self._local, "depth", 0) + 1
         try:
-            return self._own[method](*args, **kwargs)
+            return function(*args, **kwargs)
         finally:
             self._local.depth -= 1
 

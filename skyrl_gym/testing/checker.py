@@ -49,6 +49,9 @@ RULES: dict[str, str] = {
     "oracle-earns-full-reward": "the reference action of a task earns the full reward and terminates, and so "
     "does its reference episode where the environment declares one (reference_episode)",
     "noop-earns-nothing": "a no-op action, repeated until the end, earns no positive reward",
+    "deferred-verification": "an environment that supports deferred verification earns the same total reward "
+    "for its reference episode deferred (step rewards plus evaluate()['reward']) as verified in its last step, "
+    "and evaluate() returns None when verification was not deferred",
     "gymnasium-check-env": "gymnasium.utils.env_checker.check_env passes on the Gymnasium view of the environment",
 }
 """Every rule ``check_env`` checks, with what it means."""
@@ -472,6 +475,7 @@ def check_env(
     if oracle:
         _check_oracle(checker, full_reward)
     _check_noop(checker, noop_action)
+    _check_deferred_verification(checker, noop_action)
     if gymnasium_check:
         _check_gymnasium(checker, probe)
     return _finish(report, raise_on_failure)
@@ -550,6 +554,72 @@ def _check_noop(checker: _Checker, noop_action: Any) -> None:
                     "noop-earns-nothing", f"the no-op {_describe(noop_action)} earned {total} for {source}"
                 )
             env.close()
+
+
+def _episode_actions(env: Env, noop_action: Any) -> tuple[list[Any], bool]:
+    """The reference episode of the started ``env`` (and ``True``), or no-ops until the end (``False``).
+
+    The reference episode is the overridden ``reference_episode()``, else the reference action (a list of
+    actions is played one per turn, as the oracle check plays it).
+    """
+    if type(env.unwrapped).reference_episode is not Env.reference_episode:
+        episode = env.reference_episode()
+    else:
+        reference = env.reference_action()
+        episode = (
+            None if reference is None else reference if isinstance(reference, (list, tuple)) else [reference]
+        )
+    if episode is None:
+        return [noop_action] * 50, False
+    return list(episode), True
+
+
+def _check_deferred_verification(checker: _Checker, noop_action: Any) -> None:
+    """Deferred and in-step verification give the same total; ``evaluate()`` is ``None`` without deferral."""
+    supports = compared = False
+    with checker.rule("deferred-verification"):
+        probe = checker.fresh()
+        supports = bool(probe.supports_deferred_verification)
+        probe.close()
+        # without deferral one episode shows that evaluate() has nothing to do; with it, every task is compared
+        for source in checker.sources if supports else checker.sources[:1]:
+            in_step = checker.fresh()
+            _start(in_step, source)
+            actions, is_reference = _episode_actions(in_step, noop_action)
+            outputs = checker.play(in_step, actions, source)
+            # after the episode ended, as a runner calls it: nothing was deferred, so nothing to verify
+            leftover = in_step.evaluate()
+            in_step.close()
+            if leftover is not None:
+                raise _Broken(
+                    "deferred-verification",
+                    f"evaluate() returned {leftover!r:.200} for {source} although verification was not deferred",
+                )
+            if not supports or not is_reference:
+                continue
+            deferred = checker.fresh()
+            deferred.defer_verification()
+            deferred_outputs = checker.play(deferred, actions, source)
+            verdict = deferred.evaluate()
+            deferred.close()
+            if not isinstance(verdict, dict) or not isinstance(verdict.get("reward"), (int, float)):
+                raise _Broken(
+                    "deferred-verification",
+                    f"evaluate() after a deferred episode of {source} returned {verdict!r:.200}, "
+                    "not {'reward': float, ...}",
+                )
+            total = sum(o["reward"] for o in outputs)
+            total_deferred = sum(o["reward"] for o in deferred_outputs) + float(verdict["reward"])
+            if not math.isclose(total, total_deferred, abs_tol=1e-9):
+                raise _Broken(
+                    "deferred-verification",
+                    f"the reference episode of {source} earned {total} verified in its last step but "
+                    f"{total_deferred} deferred",
+                )
+            compared = True
+    if supports and not compared and "deferred-verification" in checker.report.passed:
+        checker.report.passed.remove("deferred-verification")
+        checker.report.skipped["deferred-verification"] = "no task has a reference episode to compare"
 
 
 def _check_gymnasium(checker: _Checker, probe: Env) -> None:

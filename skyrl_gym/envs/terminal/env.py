@@ -15,7 +15,9 @@ The stages are apart, as a dispatcher schedules them:
   task's ``tests/`` are copied into ``/tests`` (they never enter the container before) and ``tests/test.sh``
   runs under the task's verifier timeout; the reward is what it wrote to ``/logs/verifier/reward.txt``. Its
   time, exit code and reward are reported apart from the steps, in ``metadata["verification"]`` of the last step
-  and in :attr:`TerminalEnv.verification`.
+  and in :attr:`TerminalEnv.verification`. After ``defer_verification()`` (a runner that schedules verification
+  as its own stage) the last step does not verify (reward 0.0, ``metadata["verification"] == "deferred"``) and
+  ``evaluate()`` does, returning the verification with its reward.
 
 Made without a task, ``reset(seed=...)`` draws one from the test split of ``datasets/terminal``.
 """
@@ -133,6 +135,7 @@ class TerminalEnv(BaseTextEnv):
     """
 
     protocol_tags = ("bash", "submit")
+    supports_deferred_verification = True
     stop_strings = ("</bash>", "</tool_call>", "<submit/>")
     """Where a turn's generation should stop: after a command, a tool call, or the submission."""
     hostile_actions = (
@@ -166,6 +169,9 @@ class TerminalEnv(BaseTextEnv):
         self.setup_s = 0.0
         self._started_at = 0.0
         self._lock = threading.Lock()
+        # Kept when reset() runs the constructor again: deferral is asked for once, before the first episode.
+        self._defer_verification: bool = getattr(self, "_defer_verification", False)
+        self._verification_pending = False
 
     def _resolve_task(self, task_path: Any, ground_truth: Any) -> TerminalTask:
         root = Path(self.config.tasks_dir) if self.config.tasks_dir else default_tasks_dir()
@@ -357,15 +363,35 @@ class TerminalEnv(BaseTextEnv):
         return f"<output>\n{output}</output>\n[{status}{took}]"
 
     def _finish(self, metadata: dict[str, Any], end: str, sections: list[str]) -> BaseTextEnvStepOutput:
-        verification = self.verify()
         metadata["end"] = end
-        metadata["verification"] = verification
+        if self._defer_verification:
+            self._verification_pending = True
+            metadata["verification"] = "deferred"
+            reward = 0.0
+        else:
+            verification = self.verify()
+            metadata["verification"] = verification
+            reward = float(verification["reward"])
         observations = [{"role": "user", "content": "\n".join(sections)}] if sections else []
-        return BaseTextEnvStepOutput(
-            observations=observations, reward=float(verification["reward"]), done=True, metadata=metadata
-        )
+        return BaseTextEnvStepOutput(observations=observations, reward=reward, done=True, metadata=metadata)
 
     # -- verification -----------------------------------------------------------------------------------------
+    def defer_verification(self) -> None:
+        """Verify in :meth:`evaluate` instead of in the last step (ask before ``init``)."""
+        self._defer_verification = True
+
+    def evaluate(self) -> dict[str, Any] | None:
+        """The deferred verification (:meth:`verify`) of the episode that just ended: ``{"reward", ...}``.
+
+        ``None`` when verification was not deferred (the last step already verified) or the episode has not
+        ended. A container that fails raises: an infrastructure failure, not a score of 0.
+        """
+        if not self._verification_pending:
+            return None
+        verification = self.verify()
+        self._verification_pending = False
+        return dict(verification)
+
     def verify(self) -> dict[str, Any]:
         """Run the task's tests in the episode's container (once; later calls return the same result).
 
