@@ -439,7 +439,11 @@ class Dispatcher(abc.ABC):
 DISPATCHERS: Registry[Callable[..., Dispatcher]] = Registry(
     "dispatcher",
     "generator.dispatcher",
-    builtins={"async_batch": "skyrl_train.dispatch.async_batch:AsyncBatchDispatcher"},
+    builtins={
+        "async_batch": "skyrl_train.dispatch.async_batch:AsyncBatchDispatcher",
+        "fixed_pool": "skyrl_train.dispatch.fixed_pool:FixedPoolDispatcher",
+        "async_pipeline": "skyrl_train.dispatch.async_pipeline:AsyncPipelineDispatcher",
+    },
 )
 """Dispatcher factories by name; see :func:`register_dispatcher`."""
 

@@ -1,0 +1,229 @@
+"""``async_pipeline``: set-up, generation and verification as stages, each with its own workers.
+
+A bounded batch (``async_batch``) holds a generation slot for a trajectory's whole life, so while a trajectory
+starts its container or runs its hidden tests the engine has one request less than it could serve. Here the
+three stages are apart, as in SkyRL-Agent's asynchronous pipeline::
+
+    jobs --> [initialize x I] --ready (<= max_ahead)--> [generate x G] --done (<= max_behind)--> [evaluate x E]
+                                                                                                   |
+                                     release (its own task, exactly once per job, also after a failure) <--
+
+- ``generate_concurrency`` (G) is the number of trajectories the engine is given at once: the generation
+  slots. It is what ``async_batch``'s ``max_concurrency`` bounds, and the trainer's
+  ``generator.max_concurrent_trajectories`` sets it (``make_dispatcher`` passes it as ``max_concurrency``).
+- ``initialize_concurrency`` (I) and ``evaluate_concurrency`` (E) bound how many set-ups and verifications run
+  at once (they cost CPU and containers, not engine slots).
+- ``max_ahead`` bounds how far set-up runs ahead of generation: a job takes one of ``max_ahead`` places before
+  its set-up starts and gives it back when its generation starts. So at most ``max_ahead`` set up (or
+  setting up) environments ever wait for a generation slot, and resources such as containers never pile up
+  however fast set-up is.
+- ``max_behind`` bounds the generated trajectories waiting for a verification worker; when it is full the
+  generation workers wait (back-pressure) instead of piling up finished environments.
+
+Set-ups start in job order; a job enters generation as soon as its set-up is done and a slot is free (so a slow
+set-up never holds the others back); results come back in job order. Each stage runs under its own deadline
+(``timeouts``); a stage that raises or overruns fails that job alone (:func:`~skyrl_train.dispatch.base.run_stage`)
+and the job goes straight to its release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from skyrl_train.dispatch.base import (
+    Dispatcher,
+    Job,
+    StagedJob,
+    StageTimeouts,
+    as_staged,
+    register_dispatcher,
+    release_job,
+    run_stage,
+)
+
+__all__ = ["AsyncPipelineDispatcher"]
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _or(value: Any, default: int) -> Any:
+    return default if value is None else value
+
+
+@register_dispatcher("async_pipeline")
+class AsyncPipelineDispatcher(Dispatcher):
+    """The stages of every job as a pipeline with per-stage workers and bounded queues between them.
+
+    Args:
+        generate_concurrency: generation slots G (default 64). ``max_concurrency``, the name every dispatcher
+            is built with by :func:`~skyrl_train.dispatch.base.make_dispatcher`, is the same setting.
+        initialize_concurrency: set-ups at once (default G).
+        evaluate_concurrency: verifications at once (default G).
+        max_ahead: jobs set up or setting up that wait for a generation slot, at most (default G: a second
+            wave ready when the first leaves generation). Set-up concurrency is at most this too.
+        max_behind: generated jobs waiting for a verification worker, at most (default E).
+        timeouts: per-stage deadlines, a :class:`~skyrl_train.dispatch.base.StageTimeouts` or a mapping.
+
+    ``stats`` (a :class:`~skyrl_train.dispatch.base.DispatchStats`) has per stage the busy seconds and the
+    idle seconds of its workers, failures and timeouts, and the generation slots' utilisation;
+    ``max_ready`` and ``max_waiting_verification`` are the deepest the two queues got in the last run.
+    """
+
+    name = "async_pipeline"
+
+    def __init__(
+        self,
+        generate_concurrency: int | None = None,
+        *,
+        max_concurrency: int | None = None,
+        initialize_concurrency: int | None = None,
+        evaluate_concurrency: int | None = None,
+        max_ahead: int | None = None,
+        max_behind: int | None = None,
+        timeouts: StageTimeouts | Mapping[str, float | None] | None = None,
+    ):
+        super().__init__()
+        if (
+            generate_concurrency is not None
+            and max_concurrency is not None
+            and generate_concurrency != max_concurrency
+        ):
+            raise ValueError(
+                f"generate_concurrency={generate_concurrency} and max_concurrency={max_concurrency} name the same "
+                "setting (the generation slots); pass one"
+            )
+        slots = generate_concurrency if generate_concurrency is not None else max_concurrency
+        self.generate_concurrency = _positive_int("generate_concurrency", 64 if slots is None else slots)
+        """Generation slots: jobs in the generate stage at once."""
+        self.initialize_concurrency = _positive_int(
+            "initialize_concurrency", _or(initialize_concurrency, self.generate_concurrency)
+        )
+        """Set-ups at once (never more than ``max_ahead``)."""
+        self.evaluate_concurrency = _positive_int(
+            "evaluate_concurrency", _or(evaluate_concurrency, self.generate_concurrency)
+        )
+        """Verifications at once."""
+        self.max_ahead = _positive_int("max_ahead", _or(max_ahead, self.generate_concurrency))
+        """Jobs past (or in) set-up that have not started generating, at most."""
+        self.max_behind = _positive_int("max_behind", _or(max_behind, self.evaluate_concurrency))
+        """Generated jobs waiting for verification, at most."""
+        self.timeouts = StageTimeouts.of(timeouts)
+        """The per-stage deadlines."""
+        self.max_ready = 0
+        """The most set-up jobs ever waiting for a generation slot in the last run (<= ``max_ahead``)."""
+        self.max_waiting_verification = 0
+        """The most generated jobs ever waiting for a verification worker in the last run."""
+
+    async def run(self, jobs: Sequence[StagedJob | Job[Any]]) -> list[Any]:
+        """Run every job through the three stages; their results in job order."""
+        staged = [as_staged(job) for job in jobs]
+        count = len(staged)
+        initializers = min(self.initialize_concurrency, self.max_ahead)
+        self.stats.start(
+            {
+                "initialize": initializers,
+                "generate": self.generate_concurrency,
+                "evaluate": self.evaluate_concurrency,
+            }
+        )
+        self.max_ready = self.max_waiting_verification = 0
+        started = time.monotonic()
+        timeouts, stats = self.timeouts, self.stats
+
+        ahead = asyncio.Semaphore(self.max_ahead)
+        behind = asyncio.Semaphore(self.max_behind)
+        ready: asyncio.Queue[int] = asyncio.Queue()
+        generated: asyncio.Queue[int] = asyncio.Queue()
+        results: list[Any] = [None] * count
+        releasing = [False] * count
+        releases: set[asyncio.Task[None]] = set()
+        all_released = asyncio.Event()
+        progress = {"next": 0, "released": 0, "in_flight": 0}
+
+        async def release(index: int) -> None:
+            try:
+                await release_job(staged[index], timeouts.release, stats)
+            finally:
+                results[index] = staged[index].result
+                if index < progress["next"]:  # a job never admitted (run cancelled) was not in flight
+                    progress["in_flight"] -= 1
+                progress["released"] += 1
+                if progress["released"] == count:
+                    all_released.set()
+
+        def finish(index: int) -> None:
+            # the job's one release runs as its own task, so a slow close never holds a stage's worker
+            if releasing[index]:
+                return
+            releasing[index] = True
+            task = asyncio.ensure_future(release(index))
+            releases.add(task)
+            task.add_done_callback(releases.discard)
+
+        async def initializer() -> None:
+            while True:
+                await ahead.acquire()  # the place is given back when the job starts generating (or fails)
+                if progress["next"] >= count:
+                    ahead.release()
+                    return
+                index = progress["next"]
+                progress["next"] += 1
+                progress["in_flight"] += 1
+                stats.max_in_flight = max(stats.max_in_flight, progress["in_flight"])
+                if await run_stage(staged[index], "initialize", timeouts.initialize, stats):
+                    ready.put_nowait(index)
+                    self.max_ready = max(self.max_ready, ready.qsize())
+                else:
+                    ahead.release()
+                    finish(index)
+
+        async def generator() -> None:
+            while True:
+                index = await ready.get()
+                ahead.release()
+                if not await run_stage(staged[index], "generate", timeouts.generate, stats):
+                    finish(index)
+                    continue
+                await behind.acquire()  # given back when a verification worker takes the job
+                generated.put_nowait(index)
+                self.max_waiting_verification = max(self.max_waiting_verification, generated.qsize())
+
+        async def evaluator() -> None:
+            while True:
+                index = await generated.get()
+                behind.release()
+                await run_stage(staged[index], "evaluate", timeouts.evaluate, stats)
+                finish(index)
+
+        workers = [asyncio.ensure_future(initializer()) for _ in range(initializers)]
+        workers += [asyncio.ensure_future(generator()) for _ in range(self.generate_concurrency)]
+        workers += [asyncio.ensure_future(evaluator()) for _ in range(self.evaluate_concurrency)]
+        if count == 0:
+            all_released.set()
+        done_waiter = asyncio.ensure_future(all_released.wait())
+        try:
+            pending = {done_waiter, *workers}
+            while not done_waiter.done():
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task is not done_waiter and not task.cancelled() and task.exception() is not None:
+                        raise task.exception()  # a worker broke (a bug, not a job's failure): stop the run
+            return results
+        finally:
+            done_waiter.cancel()
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(done_waiter, *workers, return_exceptions=True)
+            # cancelled (or stopped by a bug) midway: every job not yet releasing gets its one release
+            for index in range(count):
+                finish(index)
+            if releases:
+                await asyncio.gather(*releases, return_exceptions=True)
+            self.stats.finish(count, time.monotonic() - started)
