@@ -29,12 +29,14 @@ and the job goes straight to its release.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skyrl_train.dispatch.base import (
     Dispatcher,
+    DispatchStats,
     Job,
     StagedJob,
     StageTimeouts,
@@ -120,6 +122,51 @@ class AsyncPipelineDispatcher(Dispatcher):
         """The most set-up jobs ever waiting for a generation slot in the last run (<= ``max_ahead``)."""
         self.max_waiting_verification = 0
         """The most generated jobs ever waiting for a verification worker in the last run."""
+
+    @classmethod
+    def sized_for(
+        cls,
+        generate_concurrency: int,
+        stage_s: Mapping[str, float],
+        *,
+        headroom: float = 1.5,
+        timeouts: StageTimeouts | Mapping[str, float | None] | None = None,
+    ) -> AsyncPipelineDispatcher:
+        """A pipeline whose set-up and verification workers keep ``generate_concurrency`` slots fed.
+
+        ``stage_s`` holds the mean seconds of ``"initialize"``, ``"generate"`` and ``"evaluate"`` (for example
+        from the previous batch: :meth:`mean_stage_s` of its ``stats``). By Little's law a stage must hold
+        ``slots x its mean time / the mean generation time`` jobs to pass jobs at the rate generation takes
+        them; ``headroom`` (> 1) covers the spread of those times. Set-up may run ahead by its own workers
+        plus one wave of ready jobs for the slots that free up next.
+        """
+        if not headroom > 0:
+            raise ValueError(f"headroom must be a positive number, got {headroom!r}")
+        generate_s = stage_s["generate"]
+        if not generate_s > 0:
+            raise ValueError(
+                f"the mean generation time must be positive to size a pipeline, got {generate_s!r}"
+            )
+
+        def workers(stage: str) -> int:
+            return max(1, math.ceil(headroom * generate_concurrency * stage_s.get(stage, 0.0) / generate_s))
+
+        setups = workers("initialize")
+        return cls(
+            generate_concurrency,
+            initialize_concurrency=setups,
+            evaluate_concurrency=workers("evaluate"),
+            max_ahead=setups + generate_concurrency,
+            timeouts=timeouts,
+        )
+
+    @staticmethod
+    def mean_stage_s(stats: DispatchStats) -> dict[str, float]:
+        """The mean seconds one job spent in each stage in the run ``stats`` counted (0.0 for a stage not run)."""
+        return {
+            stage: (counters.busy_s / counters.runs if counters.runs else 0.0)
+            for stage, counters in stats.stages.items()
+        }
 
     async def run(self, jobs: Sequence[StagedJob | Job[Any]]) -> list[Any]:
         """Run every job through the three stages; their results in job order."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from skyrl_train.dispatch import STAGES
 from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
 
@@ -117,3 +119,30 @@ def test_defaults_follow_the_generation_slots():
     assert (dispatcher.initialize_concurrency, dispatcher.evaluate_concurrency) == (6, 6)
     assert (dispatcher.max_ahead, dispatcher.max_behind) == (6, 6)
     assert AsyncPipelineDispatcher().generate_concurrency == 64
+
+
+def test_sized_for_keeps_the_generation_slots_fed_by_littles_law():
+    # set-up takes twice a generation, verification half: 8 slots need 16 set-ups and 4 verifications in
+    # flight, times the headroom
+    pipeline = AsyncPipelineDispatcher.sized_for(8, {"initialize": 2.0, "generate": 1.0, "evaluate": 0.5})
+    assert pipeline.generate_concurrency == 8
+    assert (pipeline.initialize_concurrency, pipeline.evaluate_concurrency) == (24, 6)
+    assert pipeline.max_ahead == 24 + 8
+    lean = AsyncPipelineDispatcher.sized_for(4, {"initialize": 0.0, "generate": 3.0}, headroom=1.0)
+    assert (lean.initialize_concurrency, lean.evaluate_concurrency, lean.max_ahead) == (1, 1, 5)
+    with pytest.raises(ValueError, match="mean generation time must be positive"):
+        AsyncPipelineDispatcher.sized_for(4, {"generate": 0.0})
+
+
+def test_the_stage_means_of_a_run_size_the_next_one():
+    tracker = Tracker()
+    dispatcher = AsyncPipelineDispatcher(2)
+    jobs = [FakeJob(i, tracker, initialize_s=0.004, generate_s=0.002, evaluate_s=0.001) for i in range(6)]
+    jobs[0].raise_in = "initialize"  # a failed job skips its later stages: means are over the jobs that ran
+    asyncio.run(dispatcher.run(jobs))
+    means = AsyncPipelineDispatcher.mean_stage_s(dispatcher.stats)
+    assert set(means) == set(STAGES) and all(value > 0 for value in means.values())
+    stats = dispatcher.stats.stages
+    assert means["generate"] == stats["generate"].busy_s / 5
+    assert means["initialize"] == stats["initialize"].busy_s / 6
+    assert AsyncPipelineDispatcher.sized_for(2, means).generate_concurrency == 2
