@@ -20,6 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+# One reader for every dataset file (JSONL or parquet, errors naming file:line), re-exported here.
+from skyrl_gym.datasets.rows import read_rows
+
 if TYPE_CHECKING:
     from skyrl_train.config import DataConfig, TrainerConfig
 
@@ -52,32 +55,6 @@ def row_to_env_args(row: Mapping[str, Any], default_env_class: str | None = None
         raise ValueError("the row has no env_class column and no default (environment.env_class) was given")
     extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
     return Task(str(env_class), list(row["prompt"]), extras)
-
-
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of one parquet (``.parquet``) or JSONL (``.jsonl``/``.json`` lines) file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset file {str(path)!r} does not exist")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    rows = []
-    with path.open() as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not a JSON object ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(
-                    f"{path}:{number}: expected a JSON object per line, got {type(row).__name__}"
-                )
-            rows.append(row)
-    return rows
 
 
 def _check_prompt(prompt: Any, where: str) -> list[dict[str, str]]:

@@ -11,30 +11,12 @@ columns.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.envs.math.multi_turn import DEFAULT_MAX_TURNS
 from skyrl_gym.envs.math.tasks import build_rows
-
-
-def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
-    with path.open("w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
-def write_parquet(rows: list[dict[str, Any]], path: Path) -> bool:
-    """Write ``rows`` as parquet if pyarrow is installed; return whether it was."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return False
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    return True
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", args.train), ("test", args.test)):
         rows = build_rows(n, seed=args.seed, split=split, env_class=env_class, max_turns=max_turns)
-        write_jsonl(rows, args.out / f"{split}.jsonl")
-        formats = "jsonl + parquet" if write_parquet(rows, args.out / f"{split}.parquet") else "jsonl"
+        paths = write_split(rows, args.out, split)
+        formats = " + ".join(p.suffix[1:] for p in paths)
         print(f"{split}: {len(rows)} rows ({env_class}, {formats}) -> {args.out}")
     return 0
 

@@ -12,38 +12,15 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.envs.python.tasks import DEFAULT_MAX_TURNS, TASKS, build_rows
 
-
-def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
-    with path.open("w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
-def parquet_row(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with ``reward_spec.entry`` and ``reward_spec.config`` as JSON text: their fields differ from
-    one task to the next, and a parquet column has one schema. The environment reads both forms."""
-    spec = dict(row["reward_spec"])
-    spec["entry"] = json.dumps(spec["entry"], ensure_ascii=False, sort_keys=True)
-    spec["config"] = json.dumps(spec["config"], sort_keys=True)
-    return {**row, "reward_spec": spec}
-
-
-def write_parquet(rows: list[dict[str, Any]], path: Path) -> bool:
-    """Write ``rows`` as parquet if pyarrow is installed; return whether it was."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return False
-    pq.write_table(pa.Table.from_pylist([parquet_row(row) for row in rows]), path)
-    return True
+PARQUET_JSON_COLUMNS = ("reward_spec.entry", "reward_spec.config")
+"""Stored as JSON text in parquet: their fields differ from one task to the next, and a parquet column has one
+schema. The environment reads both forms."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -86,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             max_turns=args.max_turns,
             persistent=not args.fresh_scripts,
         )
-        write_jsonl(rows, args.out / f"{split}.jsonl")
-        formats = "jsonl + parquet" if write_parquet(rows, args.out / f"{split}.parquet") else "jsonl"
+        paths = write_split(rows, args.out, split, json_columns=PARQUET_JSON_COLUMNS)
+        formats = " + ".join(p.suffix[1:] for p in paths)
         counts = collections.Counter(row["reward_spec"]["task"] for row in rows)
         print(f"{split}: {len(rows)} rows ({formats}) -> {args.out}")
         for name in args.tasks:

@@ -20,16 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.sql import importers, realdb
-from skyrl_gym.envs.sql.generator.build import (
+from skyrl_gym.datasets.rows import write_split
+from skyrl_gym.datasets.sql import importers, realdb
+from skyrl_gym.datasets.sql.synth.build import (
     DEFAULT_SIZES,
     ENGINES,
     SPLITS,
     build_synthetic,
     level_counts,
-    write_rows,
 )
-from skyrl_gym.envs.sql.generator.templates import LEVELS
+from skyrl_gym.datasets.sql.synth.templates import LEVELS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"builder {extra.name!r} writes {stem!r}, which another part already wrote")
             outputs[stem] = rows
     for stem, rows in outputs.items():
-        write_rows(rows, out, stem)
+        write_split(rows, out, stem, parquet=True)
     print(f"wrote {len(outputs)} files (jsonl + parquet) to {out} in {time.perf_counter() - started:.1f} s")
     for stem, rows in outputs.items():
         print(summary(stem, rows))

@@ -4,7 +4,8 @@ Takes rows of the bundled synthetic dataset (``skyrl_gym.envs.sql.data``; built 
 difficulty levels and rewrites their prompts with :func:`~skyrl_gym.envs.sql.prompts.build_compact_prompt`:
 a short system message, a one-shot example and one line per table, about 250 tokens instead of about 1,400.
 Training rows come from the synthetic train split and validation rows from its dev split, whose databases
-are disjoint from train's. Writes ``train`` and ``validation`` as parquet and JSONL.
+are disjoint from train's. Writes ``train`` and ``validation`` as JSONL, and as parquet when pyarrow is
+installed.
 
     python datasets/sql/build_compact.py --out data/text2sql --levels easy --train 512 --validation 64
 """
@@ -12,11 +13,11 @@ are disjoint from train's. Writes ``train`` and ``validation`` as parquet and JS
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from collections import Counter
 from pathlib import Path
 
+from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
@@ -39,24 +40,6 @@ def compact_rows(split: str, levels: list[str], limit: int, seed: int, max_turns
     return out
 
 
-def write(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w") as handle:
-        for row in rows:
-            handle.write(json.dumps(row) + "\n")
-    tmp.replace(path.with_suffix(".jsonl"))
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return
-    columns = sorted({key for row in rows for key in row})
-    table = pa.Table.from_pylist([{key: row.get(key) for key in columns} for row in rows])
-    pq.write_table(table, str(path.with_suffix(".parquet.tmp")))
-    path.with_suffix(".parquet.tmp").replace(path.with_suffix(".parquet"))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, type=Path)
@@ -68,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for split, name, limit in (("train", "train", args.train), ("dev", "validation", args.validation)):
         rows = compact_rows(split, args.levels, limit, args.seed, args.max_turns)
-        write(rows, args.out / name)
+        paths = write_split(rows, args.out, name)
         levels = Counter(r["extra_info"]["level"] for r in rows)
-        print(f"{name}: {len(rows)} rows {dict(levels)} -> {args.out / name}.parquet")
+        print(f"{name}: {len(rows)} rows {dict(levels)} -> {', '.join(str(p) for p in paths)}")
     return 0
 
 

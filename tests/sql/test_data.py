@@ -18,10 +18,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from skyrl_gym.datasets.sql.synth.build import GENERATOR_VERSION
+from skyrl_gym.datasets.sql.synth.templates import LEVELS, degenerate
 from skyrl_gym.envs.sql import data
 from skyrl_gym.envs.sql.database import open_database
-from skyrl_gym.envs.sql.generator.build import GENERATOR_VERSION
-from skyrl_gym.envs.sql.generator.templates import LEVELS, degenerate
 from skyrl_gym.envs.sql.prompts import ENV_CLASS, SYSTEM_PROMPT, build_prompt, build_row
 
 MIN_SIZES = {"train": 2000, "dev": 200, "test": 300}
@@ -186,7 +186,7 @@ def test_cache_root_and_versioned_folder(monkeypatch, tmp_path):
     assert data.cache_root() == tmp_path / "cache"
     folder = data.dataset_dir(0)
     assert folder.parent == tmp_path / "cache" / "sql" and f"v{GENERATOR_VERSION}" in folder.name
-    monkeypatch.setattr("skyrl_gym.envs.sql.generator.build.GENERATOR_VERSION", "999")
+    monkeypatch.setattr("skyrl_gym.datasets.sql.synth.build.GENERATOR_VERSION", "999")
     assert data.dataset_dir(0) != folder and "v999" in data.dataset_dir(0).name
     monkeypatch.delenv("SKYRL_GYM_CACHE")
     assert data.cache_root() == Path.home() / ".cache" / "skyrl_gym"
@@ -231,7 +231,7 @@ def test_two_processes_building_at_once_leave_one_complete_dataset(tmp_path):
     script = textwrap.dedent(
         """
         import json, sys
-        from skyrl_gym.envs.sql.generator import build
+        from skyrl_gym.datasets.sql.synth import build
         build.INSTANCES_PER_SPLIT.update(train=1, dev=1, test=1)
         build.DEFAULT_SIZES.update(train=16, dev=8, test=8)
         from skyrl_gym.envs.sql import data

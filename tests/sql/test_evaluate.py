@@ -15,8 +15,8 @@ pytest.importorskip("duckdb")
 pytest.importorskip("sqlglot")
 
 from skyrl_gym import cli  # noqa: E402
+from skyrl_gym.datasets.rows import read_rows, write_rows  # noqa: E402
 from skyrl_gym.envs.sql import evaluate  # noqa: E402
-from skyrl_gym.envs.sql.importers import write_rows  # noqa: E402
 
 SHOP_SQL = """
 CREATE TABLE product (product_id INTEGER PRIMARY KEY, name TEXT, price REAL, category TEXT);
@@ -91,7 +91,7 @@ def case(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_accuracy_per_level_and_database(case):
     data, preds = case
-    report = evaluate.evaluate(evaluate.read_records(data), evaluate.read_records(preds))
+    report = evaluate.evaluate(read_rows(data), read_rows(preds))
     assert (report.overall.total, report.overall.correct) == (8, 4)
     assert report.overall.accuracy == pytest.approx(0.5)
     assert (report.overall.invalid_format, report.overall.missing, report.overall.errors) == (1, 1, 0)
@@ -169,7 +169,7 @@ def test_a_broken_gold_query_is_an_error_not_a_wrong_answer(tmp_path: Path, caps
     assert evaluate.main(["--data", str(data), "--predictions", str(preds)]) == 1
     text = capsys.readouterr().out
     assert "error in row 1 (shop)" in text and "error in row 2 (gone)" in text and "gone.sqlite" in text
-    report = evaluate.evaluate(evaluate.read_records(data), evaluate.read_records(preds))
+    report = evaluate.evaluate(read_rows(data), read_rows(preds))
     assert (report.overall.correct, report.overall.errors, report.overall.scored) == (1, 2, 1)
     assert report.overall.accuracy == 1.0
 

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_gym.envs.sql.database import open_database
-from skyrl_gym.envs.sql.generator import DOMAINS, LEVELS, SPLITS, build_synthetic, plan_instances
-from skyrl_gym.envs.sql.generator.build import INSTANCES_PER_SPLIT, Mirror, populate, write_database
-from skyrl_gym.envs.sql.generator.schema import plural, predicate
-from skyrl_gym.envs.sql.generator.templates import (
+from skyrl_gym.datasets.sql.synth import DOMAINS, LEVELS, SPLITS, build_synthetic, plan_instances
+from skyrl_gym.datasets.sql.synth.build import INSTANCES_PER_SPLIT, Mirror, populate, write_database
+from skyrl_gym.datasets.sql.synth.schema import plural, predicate
+from skyrl_gym.datasets.sql.synth.templates import (
     GENERIC_TEMPLATES,
     MAX_ROWS,
     Candidate,
@@ -29,6 +28,7 @@ from skyrl_gym.envs.sql.generator.templates import (
     degenerate,
     literal,
 )
+from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import SYSTEM_PROMPT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -264,8 +264,8 @@ def test_sqlite_build_checks_its_gold_queries_on_sqlite(tmp_path):
 
 def test_parquet_matches_jsonl(tmp_path, small_build):
     pq = pytest.importorskip("pyarrow.parquet")
-    from skyrl_gym.envs.sql.generator.build import write_rows
+    from skyrl_gym.datasets.rows import read_rows, write_split
 
     _, rows = small_build
-    write_rows(rows["dev"], tmp_path, "dev")
-    assert pq.read_table(tmp_path / "dev.parquet").to_pylist() == rows["dev"]
+    jsonl, parquet = write_split(rows["dev"], tmp_path, "dev", parquet=True)
+    assert pq.read_table(parquet).to_pylist() == rows["dev"] == read_rows(jsonl)

@@ -16,15 +16,14 @@ pytest.importorskip("duckdb")
 pytest.importorskip("sqlglot")
 
 import skyrl_gym  # noqa: E402
-from skyrl_gym.envs.sql.importers import (  # noqa: E402
+from skyrl_gym.datasets.rows import read_rows, write_rows  # noqa: E402
+from skyrl_gym.datasets.sql.importers import (  # noqa: E402
     ImportFormatError,
     bird_question,
     import_bird,
     import_skyrl_sql,
     import_spider,
-    read_records,
     spider_hardness,
-    write_rows,
 )
 
 CONCERT_SQL = """
@@ -334,23 +333,6 @@ def test_spider_hardness(sql: str, level: str | None):
     assert spider_hardness(sql) == level
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
-def test_write_rows_and_read_records_round_trip(tmp_path: Path, suffix: str):
-    rows = [{"a": 1, "prompt": [{"role": "user", "content": "é"}], "extra_info": {"level": "easy"}}]
-    path = write_rows(rows, tmp_path / f"out{suffix}")
-    assert read_records(path) == rows
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
-
-
-def test_read_records_names_the_bad_line(tmp_path: Path):
-    path = tmp_path / "bad.jsonl"
-    path.write_text('{"a": 1}\nnot json\n')
-    with pytest.raises(ImportFormatError, match="bad.jsonl:2"):
-        read_records(path)
-    with pytest.raises(FileNotFoundError, match="nope.json"):
-        read_records(tmp_path / "nope.json")
-
-
 def _build_command():
     """``datasets/sql/build.py`` (a script, not a package module), run from its file."""
     import runpy
@@ -374,8 +356,8 @@ def test_build_command_imports_every_layout(
         for stem in ("bird_dev", "skyrl_sql_653", "spider_dev", "spider_train")
         for ext in ("jsonl", "parquet")
     ]
-    assert len(read_records(out / "spider_train.parquet")) == 3
-    assert read_records(out / "bird_dev.jsonl")[0]["data"] == "bird"
+    assert len(read_rows(out / "spider_train.parquet")) == 3
+    assert read_rows(out / "bird_dev.jsonl")[0]["data"] == "bird"
     assert "skyrl_sql_653" in capsys.readouterr().out
     with pytest.raises(FileNotFoundError, match="no train.json or dev.json"):
         _build_command()(

@@ -21,7 +21,7 @@ pytest.importorskip("duckdb")
 pytest.importorskip("sqlglot")
 
 import skyrl_gym  # noqa: E402
-from skyrl_gym.envs.sql import realdb  # noqa: E402
+from skyrl_gym.datasets.sql import realdb  # noqa: E402
 from skyrl_gym.envs.sql.database import detect_engine, open_database  # noqa: E402
 
 CHINOOK_COUNTS = {
@@ -266,12 +266,13 @@ def test_build_command_real_test_set_scores_100_percent_with_gold_predictions(
 ):
     import runpy
 
+    from skyrl_gym.datasets.rows import read_rows
     from skyrl_gym.envs.sql import evaluate
 
     build = runpy.run_path(str(Path(__file__).resolve().parents[2] / "datasets" / "sql" / "build.py"))
     out = tmp_path / "out"
     assert build["main"](["--out", str(out), "--train", "0", "--dev", "0", "--test", "0", "--real"]) == 0
-    rows = evaluate.read_records(out / "real_test.parquet")
+    rows = read_rows(out / "real_test.parquet")
     assert len(rows) == len(real_rows)
     assert {Path(r["db_path"]).parent for r in rows} == {out.resolve() / "databases" / "real"}
     predictions = [{"id": r["extra_info"]["id"], "sql": r["reward_spec"]["ground_truth"]} for r in rows]

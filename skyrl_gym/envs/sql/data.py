@@ -5,11 +5,11 @@
 what ``Text2SQLEnv.reset(seed=...)`` plays when it is given no task.
 
 The first call builds the whole dataset (DuckDB files and rows, about 15 s of CPU) into
-``cache_root()/sql/synthetic-v<version>-<fingerprint>-seed<seed>/``. The folder name carries the generator's
-version and a hash of its sources, so a change to the generator builds a new dataset instead of reusing a
-stale one. A build writes into a temporary folder
-next to the final one and renames it into place, so two processes building at once cannot leave a
-half-written dataset: the first rename wins and the other process uses its result.
+``cache_root()/sql/synthetic-v<version>-<fingerprint>-seed<seed>/`` with the question synthesiser
+(:mod:`skyrl_gym.datasets.sql.synth`). The folder name carries the synthesiser's version and a hash of its
+sources, so a change to it builds a new dataset instead of reusing a stale one. A build writes into a
+temporary folder next to the final one and renames it into place, so two processes building at once cannot
+leave a half-written dataset: the first rename wins and the other process uses its result.
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ DEFAULT_SEED = 0
 
 
 def _version() -> str:
-    from skyrl_gym.envs.sql.generator import build
+    from skyrl_gym.datasets.sql.synth import build
 
     return f"{build.GENERATOR_VERSION}-{_fingerprint()}"
 
 
 @functools.lru_cache(maxsize=1)
 def _fingerprint() -> str:
-    from skyrl_gym.envs.sql.generator.build import fingerprint
+    from skyrl_gym.datasets.sql.synth.build import fingerprint
 
     return fingerprint()
 
@@ -70,11 +70,13 @@ def ensure_dataset(seed: int = DEFAULT_SEED) -> Path:
 
 
 def _build_into(staging: Path, target: Path, seed: int) -> None:
-    from skyrl_gym.envs.sql.generator.build import build_synthetic, write_rows
+    # The builder lives in the datasets layer; the rows' db_path point at the final folder, not the staging one.
+    from skyrl_gym.datasets.rows import write_split
+    from skyrl_gym.datasets.sql.synth.build import build_synthetic
 
     rows = build_synthetic(staging, seed=seed, db_root=target)
     for split, split_rows in rows.items():
-        write_rows(split_rows, staging, split, parquet=False)
+        write_split(split_rows, staging, split, parquet=False)
 
 
 def _lines(split: str, seed: int) -> tuple[Path, tuple[str, ...]]:

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.sql.importers import read_records
+from skyrl_gym.datasets.rows import read_rows
 
 LEVEL_ORDER = ("easy", "medium", "hard", "extra")
 
@@ -277,8 +277,8 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     parser.add_argument("--float-tol", type=float, default=None, help="float tolerance for result matching")
     args = parser.parse_args(argv)
 
-    rows = read_records(args.data)
-    predictions = read_records(args.predictions)
+    rows = read_rows(args.data)
+    predictions = read_rows(args.predictions)
     tolerances = {} if args.float_tol is None else {"float_tol": args.float_tol}
     try:
         report = evaluate(

@@ -6,8 +6,8 @@ import datetime
 import random
 from typing import Any
 
-from skyrl_gym.envs.sql.generator import sampling, vocab
-from skyrl_gym.envs.sql.generator.schema import Bridge, Column, Domain, Link, Table, key, ref
+from skyrl_gym.datasets.sql.synth import sampling, vocab
+from skyrl_gym.datasets.sql.synth.schema import Bridge, Column, Domain, Link, Table, key, ref
 
 GENRES = {  # genre -> (median running time, median budget in millions of dollars)
     "Drama": (118, 18.0), "Comedy": (100, 22.0), "Thriller": (112, 35.0), "Documentary": (95, 2.5),

@@ -3,7 +3,7 @@
 Nothing here downloads anything: each importer reads files already on disk and returns rows in the same
 format as the bundled datasets (``data_source``, ``prompt``, ``env_class="text2sql"``, ``reward_spec``,
 ``db_id``, ``db_path``, ``data``, ``extra_info`` with ``split``, ``index``, ``level`` and ``question``), ready
-for :func:`write_rows` (JSONL or parquet).
+for :func:`skyrl_gym.datasets.rows.write_rows` (JSONL or parquet).
 
 What each importer assumes of its input is written in its docstring; anything else is an error that names
 the file and what was expected. Spider and BIRD prompts are rebuilt from the SQLite database itself (schema
@@ -25,66 +25,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.datasets.rows import read_rows
 from skyrl_gym.envs.sql.prompts import build_row
 
 
 class ImportFormatError(ValueError):
     """An input file does not have the layout or fields an importer expects."""
-
-
-# -- reading and writing dataset files ----------------------------------------------------------------------
-def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Records from a JSONL (one object a line), JSON (a list of objects) or parquet file."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        data = json.loads(text)
-        if not isinstance(data, list):
-            raise ImportFormatError(f"{path}: expected a JSON list of objects, got {type(data).__name__}")
-        return data
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ImportFormatError(f"{path}:{lineno}: not a JSON object ({exc})") from None
-    return records
-
-
-def write_rows(rows: Sequence[dict[str, Any]], path: str | os.PathLike) -> Path:
-    """Write dataset rows as JSONL (``.jsonl``) or parquet (``.parquet``), atomically.
-
-    In parquet a nested column is one struct type, so a key that only some rows' dicts have reads back as
-    ``None`` in the others.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        if path.suffix == ".parquet":
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            # Every key of every row becomes a column (from_pylist would keep the first row's keys only).
-            columns = list(dict.fromkeys(key for row in rows for key in row))
-            pq.write_table(pa.table({key: [row.get(key) for row in rows] for key in columns}), tmp)
-        elif path.suffix == ".jsonl":
-            with tmp.open("w", encoding="utf-8") as f:
-                for row in rows:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        else:
-            raise ValueError(f"{path}: write .jsonl or .parquet")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 # -- Spider-style hardness -------------------------------------------------------------------------------------
@@ -214,8 +160,8 @@ def import_spider(
     if not files:
         raise FileNotFoundError(f"no Spider {split} file in {root} (expected {names[0]})")
     tables_file = root / ("test_tables.json" if split == "test" else "tables.json")
-    known = {t["db_id"] for t in read_records(tables_file)} if tables_file.exists() else None
-    records = [r for f in files for r in read_records(f)]
+    known = {t["db_id"] for t in read_rows(tables_file)} if tables_file.exists() else None
+    records = [r for f in files for r in read_rows(f)]
     rows = []
     with ExitStack() as stack:
         dbs = _Databases(stack)
@@ -282,7 +228,7 @@ def import_bird(
     rows = []
     with ExitStack() as stack:
         dbs = _Databases(stack)
-        for index, record in _limited(read_records(questions_file), limit):
+        for index, record in _limited(read_rows(questions_file), limit):
             where = f"BIRD {split} record {index}"
             _require(record, ("db_id", "question", "SQL"), where)
             path = _database_file(db_folder, record["db_id"], where)
@@ -360,7 +306,7 @@ def import_skyrl_sql(
     from skyrl_gym.envs.sql.database import DATA_LAYOUTS, resolve_database
 
     source = Path(path)
-    records = read_records(source)
+    records = read_rows(source)
     root = Path(db_root) if db_root is not None else None
     rows = []
     with ExitStack() as stack:

@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from skyrl_gym.envs.sql.generator import vocab
-from skyrl_gym.envs.sql.generator.schema import (
+from skyrl_gym.datasets.sql.synth import vocab
+from skyrl_gym.datasets.sql.synth.schema import (
     Bridge,
     Column,
     Domain,

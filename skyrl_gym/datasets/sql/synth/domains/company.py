@@ -6,8 +6,8 @@ import datetime
 import random
 from typing import Any
 
-from skyrl_gym.envs.sql.generator import sampling
-from skyrl_gym.envs.sql.generator.schema import Bridge, Column, Domain, Link, Table, key, ref
+from skyrl_gym.datasets.sql.synth import sampling
+from skyrl_gym.datasets.sql.synth.schema import Bridge, Column, Domain, Link, Table, key, ref
 
 DEPARTMENTS = ("Engineering", "Marketing", "Sales", "Finance", "Human Resources", "Operations", "Legal",
                "Customer Support", "Research", "Design", "Logistics", "Procurement")  # fmt: skip

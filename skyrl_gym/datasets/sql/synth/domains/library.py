@@ -6,8 +6,8 @@ import datetime
 import random
 from typing import Any
 
-from skyrl_gym.envs.sql.generator import sampling, vocab
-from skyrl_gym.envs.sql.generator.schema import Bridge, Column, Domain, Link, Table, key, ref
+from skyrl_gym.datasets.sql.synth import sampling, vocab
+from skyrl_gym.datasets.sql.synth.schema import Bridge, Column, Domain, Link, Table, key, ref
 
 GENRES = ("Mystery", "Science Fiction", "Fantasy", "Romance", "History", "Biography", "Poetry", "Thriller",
           "Travel", "Cookery", "Children")  # fmt: skip

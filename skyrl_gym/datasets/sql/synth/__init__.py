@@ -1,4 +1,7 @@
-"""A procedural Spider-style generator of text-to-SQL questions on realistic synthetic databases.
+"""The question synthesiser: procedural Spider-style text-to-SQL questions on realistic synthetic databases.
+
+It builds the bundled dataset that :mod:`skyrl_gym.envs.sql.data` loads (and ``datasets/sql/build.py``
+writes).
 
 - :mod:`.schema`: the domain model (tables, columns, foreign keys) with the English words for them;
 - :mod:`.domains`: the database domains, one module each, with their value lists and ``populate``;
@@ -11,17 +14,16 @@ Importing this package does not import duckdb; building does.
 
 from __future__ import annotations
 
-from skyrl_gym.envs.sql.generator.build import (
+from skyrl_gym.datasets.sql.synth.build import (
     DEFAULT_SIZES,
     GENERATOR_VERSION,
     SPLITS,
     build_synthetic,
     level_counts,
     plan_instances,
-    write_rows,
 )
-from skyrl_gym.envs.sql.generator.domains import DOMAINS
-from skyrl_gym.envs.sql.generator.templates import LEVELS
+from skyrl_gym.datasets.sql.synth.domains import DOMAINS
+from skyrl_gym.datasets.sql.synth.templates import LEVELS
 
 __all__ = [
     "DEFAULT_SIZES",
@@ -32,5 +34,4 @@ __all__ = [
     "build_synthetic",
     "level_counts",
     "plan_instances",
-    "write_rows",
 ]

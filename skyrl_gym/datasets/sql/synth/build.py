@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
-import json
 import math
 import random
 import re
@@ -33,9 +32,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.sql.generator.domains import DOMAINS
-from skyrl_gym.envs.sql.generator.schema import Domain, create_table_sql
-from skyrl_gym.envs.sql.generator.templates import (
+from skyrl_gym.datasets.sql.synth.domains import DOMAINS
+from skyrl_gym.datasets.sql.synth.schema import Domain, create_table_sql
+from skyrl_gym.datasets.sql.synth.templates import (
     GENERIC_TEMPLATES,
     LEVELS,
     Candidate,
@@ -61,7 +60,6 @@ __all__ = [
     "plan_instances",
     "write_database",
     "write_sqlite",
-    "write_rows",
 ]
 
 GENERATOR_VERSION = "1"
@@ -69,15 +67,18 @@ GENERATOR_VERSION = "1"
 
 
 def fingerprint() -> str:
-    """A short hash of the sources that shape the rows (the generator and the prompts).
+    """A short hash of the sources that shape the rows (this package and the environment's prompts).
 
     Any change to them gives the cached dataset a new folder, so a stale build is never reused.
     """
+    from skyrl_gym.envs.sql import prompts
+
     here = Path(__file__).resolve().parent
-    files = sorted(here.rglob("*.py")) + [here.parent / "prompts.py"]
+    package = here.parents[2]  # skyrl_gym/: names are hashed relative to it, so the checkout's place is not
+    files = sorted(here.rglob("*.py")) + [Path(prompts.__file__).resolve()]
     digest = hashlib.sha256()
     for path in files:
-        digest.update(path.relative_to(here.parent).as_posix().encode())
+        digest.update(path.relative_to(package).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:10]
 
@@ -507,24 +508,3 @@ def build_synthetic(
 def level_counts(rows: Iterable[dict[str, Any]]) -> Counter:
     """How many rows of each level (``extra_info.level``)."""
     return Counter(row["extra_info"]["level"] for row in rows)
-
-
-def write_rows(
-    rows: list[dict[str, Any]], out_dir: str | Path, name: str, *, parquet: bool = True
-) -> list[Path]:
-    """Write ``rows`` as ``out_dir/name.jsonl`` (and ``name.parquet`` when ``parquet``); return the paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.jsonl"
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    paths = [path]
-    if parquet:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        target = out_dir / f"{name}.parquet"
-        pq.write_table(pa.Table.from_pylist(rows), target)
-        paths.append(target)
-    return paths

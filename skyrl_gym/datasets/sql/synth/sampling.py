@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from skyrl_gym.envs.sql.generator import vocab
+from skyrl_gym.datasets.sql.synth import vocab
 
 T = TypeVar("T")
 

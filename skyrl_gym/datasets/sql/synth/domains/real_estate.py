@@ -6,8 +6,8 @@ import datetime
 import random
 from typing import Any
 
-from skyrl_gym.envs.sql.generator import sampling, vocab
-from skyrl_gym.envs.sql.generator.schema import Bridge, Column, Domain, Link, Table, key, ref
+from skyrl_gym.datasets.sql.synth import sampling, vocab
+from skyrl_gym.datasets.sql.synth.schema import Bridge, Column, Domain, Link, Table, key, ref
 
 AGENCIES = ("Keystone Realty", "Harbourview Homes", "Oakridge Estates", "Brick & Beam", "Urban Nest",
             "Crescent Property", "Lantern Real Estate", "Meadowgate Agents")  # fmt: skip

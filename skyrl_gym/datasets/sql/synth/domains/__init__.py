@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skyrl_gym.envs.sql.generator.domains import (
+from skyrl_gym.datasets.sql.synth.domains import (
     airline,
     company,
     films,
@@ -12,7 +12,7 @@ from skyrl_gym.envs.sql.generator.domains import (
     shop,
     university,
 )
-from skyrl_gym.envs.sql.generator.schema import check_domains
+from skyrl_gym.datasets.sql.synth.schema import check_domains
 
 DOMAINS = (
     shop.DOMAIN,

@@ -7,8 +7,8 @@ import math
 import random
 from typing import Any
 
-from skyrl_gym.envs.sql.generator import sampling, vocab
-from skyrl_gym.envs.sql.generator.schema import Bridge, Column, Domain, Link, Table, key, ref
+from skyrl_gym.datasets.sql.synth import sampling, vocab
+from skyrl_gym.datasets.sql.synth.schema import Bridge, Column, Domain, Link, Table, key, ref
 
 MODELS = (  # (model, manufacturer, seats, range in km)
     ("A220-300", "Airbus", 140, 6200), ("A320neo", "Airbus", 180, 6300), ("A321neo", "Airbus", 210, 7400),
