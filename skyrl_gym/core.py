@@ -125,6 +125,17 @@ class Env(Generic[ObsType, ActType]):
         action = self.reference_action()
         return None if action is None else [action]
 
+    def workspace(self) -> Any:
+        """The :class:`~skyrl_gym.tools.workspace.Workspace` the environment lends to tools (a shell, files, a
+        database, a search engine), valid while the episode runs; ``None`` (the default) when it lends none."""
+        return None
+
+    def finish_action(self, answer: str) -> ActType:
+        """The action that hands a final ``answer`` to this environment's verifier in its own protocol (one
+        ``step`` with it ends the episode): ``<solution>answer</solution>`` for text-to-SQL, for instance. An
+        agent that works through tools calls it when the model finishes. The default is the answer itself."""
+        return answer  # type: ignore[return-value]
+
     # -- verification after the episode ------------------------------------------------------------------
     def defer_verification(self) -> None:
         """Ask the environment to verify in :meth:`evaluate` instead of in its last ``step``.

@@ -187,6 +187,36 @@ class CodeEnv(BaseTextEnv):
             return None
         return "```python\n" + code.rstrip("\n") + "\n```"
 
+    def workspace(self) -> Any:
+        """A scratch folder whose commands run in the environment's sandbox (write and try the program there);
+        it is removed by ``close``."""
+        workspace = getattr(self, "_workspace", None)
+        if workspace is None:
+            from skyrl_gym.tools.workspace import LocalDirWorkspace
+
+            workspace = LocalDirWorkspace(
+                sandbox=shared_sandbox(self.config.sandbox), memory_mb=self.config.memory_mb
+            )
+            self._workspace = workspace
+        return workspace
+
+    def reference_tool_calls(self) -> list[dict[str, Any]] | None:
+        """The reference program handed to ``finish`` as OpenAI-style tool calls; it earns 1.0."""
+        action = self.reference_action()
+        return None if action is None else [{"name": "finish", "arguments": {"answer": action}}]
+
+    def finish_action(self, answer: str) -> str:
+        """The program in a ```python block (an answer that already holds a code block is passed as it is)."""
+        if "```" in answer:
+            return answer
+        return "```python\n" + answer.rstrip("\n") + "\n```"
+
+    def close(self) -> None:
+        workspace, self._workspace = getattr(self, "_workspace", None), None
+        if workspace is not None:
+            workspace.close()
+        super().close()
+
     # -- the episode ----------------------------------------------------------------------------------------
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
         if self.problem is None:

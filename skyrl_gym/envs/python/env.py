@@ -207,6 +207,23 @@ class PythonEnv(BaseTextEnv):
         """``\\boxed{<ground truth>}``, which earns 1.0."""
         return None if self.ground_truth is None else f"\\boxed{{{self.ground_truth}}}"
 
+    def workspace(self) -> Any:
+        """The episode's interpreter as the ``python`` capability (each call limited by ``cell_timeout_s``)."""
+        from skyrl_gym.tools.workspace import FunctionWorkspace
+
+        return FunctionWorkspace(python=self._workspace_python)
+
+    def _workspace_python(self, code: str, timeout_s: float) -> str:
+        outcome = self.interpreter.run(code)
+        self.code_blocks += 1
+        self.code_errors += int(outcome.error)
+        self.timeouts += int(outcome.timed_out)
+        return cap_output(outcome.text or "(no output)", self.config.max_output_chars)[0]
+
+    def finish_action(self, answer: str) -> str:
+        """``\\boxed{answer}``, the protocol's final answer."""
+        return f"\\boxed{{{answer}}}"
+
     # -- the episode ----------------------------------------------------------------------------------------
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
         if self.reward_spec is None:

@@ -297,6 +297,31 @@ class SearchEnv(BaseTextEnv):
         """The first target as the answer; it always earns 1.0."""
         return f"<answer>{self.targets[0]}</answer>" if self.targets else None
 
+    def reference_tool_calls(self) -> list[dict[str, Any]] | None:
+        """The first target handed to ``finish`` as OpenAI-style tool calls; it always earns 1.0."""
+        return [{"name": "finish", "arguments": {"answer": self.targets[0]}}] if self.targets else None
+
+    def workspace(self) -> Any:
+        """The environment's search engine as the ``search`` capability (the observation text of its tool)."""
+        from skyrl_gym.tools.workspace import FunctionWorkspace
+
+        return FunctionWorkspace(search=self._workspace_search)
+
+    def _workspace_search(self, query: str, k: int) -> str:
+        group = self.tool_group
+        saved, group.topk = group.topk, max(1, min(int(k), 20))
+        try:
+            text = group.search(query)
+        finally:
+            group.topk = saved
+        self.searches += 1
+        self.search_errors += int(bool(group.last.get("search_error")))
+        return text
+
+    def finish_action(self, answer: str) -> str:
+        """``<answer>answer</answer>``, which ends the episode and is scored."""
+        return f"<answer>{answer}</answer>"
+
     def _require_task(self) -> None:
         if not self.targets:
             raise ValueError(

@@ -346,6 +346,34 @@ class Text2SQLEnv(BaseTextEnv):
             f"<think>The result answers the question.</think>\n<solution>{gold}</solution>",
         ]
 
+    def reference_tool_calls(self) -> list[dict[str, Any]] | None:
+        """The reference episode as OpenAI-style tool calls: ``sql`` with the gold query, then ``finish``."""
+        if self.gold_sql is None:
+            return None
+        return [
+            {"name": "sql", "arguments": {"query": self.gold_sql}},
+            {"name": "finish", "arguments": {"answer": self.gold_sql}},
+        ]
+
+    def workspace(self) -> Any:
+        """The task's database as the ``sql`` capability (read-only, with the episode's timeout and row cap)."""
+        self._require_task()
+        from skyrl_gym.tools.workspace import FunctionWorkspace
+
+        return FunctionWorkspace(sql=self._workspace_sql, key=f"sql:{self.db_file}")
+
+    def _workspace_sql(self, query: str) -> str:
+        assert self.tool_group is not None
+        text = self.tool_group.run(self.db_id or "", query)
+        self.queries += 1
+        self.query_errors += int(self.tool_group.last.get("error_kind") is not None)
+        return text
+
+    def finish_action(self, answer: str) -> str:
+        """The answer as the ``<solution>``, after a ``<think>`` line: the reasoning happened in the tool turns,
+        and the format rule asks for a ``<think>`` block."""
+        return f"<think>The query was checked with the sql tool.</think>\n<solution>{answer}</solution>"
+
     # -- the episode ------------------------------------------------------------------------------------------
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
         self._require_task()

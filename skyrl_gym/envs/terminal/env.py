@@ -205,9 +205,33 @@ class TerminalEnv(BaseTextEnv):
         solution = None if self.task is None else self.task.solution
         if solution is None:
             return None
+        return [f"<bash>{self._solution_command(solution)}</bash>", "<submit/>"]
+
+    @staticmethod
+    def _solution_command(solution: str) -> str:
         encoded = base64.b64encode(solution.encode()).decode()
-        command = f"echo {encoded} | base64 -d > /tmp/solve.sh && bash /tmp/solve.sh"
-        return [f"<bash>{command}</bash>", "<submit/>"]
+        return f"echo {encoded} | base64 -d > /tmp/solve.sh && bash /tmp/solve.sh"
+
+    def reference_tool_calls(self) -> list[dict[str, Any]] | None:
+        """The reference solution as OpenAI-style tool calls: ``bash`` running ``solve.sh``, then ``finish``."""
+        solution = None if self.task is None else self.task.solution
+        if solution is None:
+            return None
+        return [
+            {"name": "bash", "arguments": {"command": self._solution_command(solution)}},
+            {"name": "finish", "arguments": {"answer": "done"}},
+        ]
+
+    def workspace(self) -> Any:
+        """The episode's container: commands in its persistent shell, files through the container."""
+        self._start()
+        from skyrl_gym.tools.workspace import ContainerWorkspace
+
+        return ContainerWorkspace(self.container, self.shell, max_output_chars=self.config.max_output_chars)
+
+    def finish_action(self, answer: str) -> str:
+        """``<submit/>``: the tests decide, whatever the answer says."""
+        return "<submit/>"
 
     # -- set-up ---------------------------------------------------------------------------------------------
     def _container_options(self, task: TerminalTask, image: str) -> dict[str, Any]:
