@@ -182,3 +182,16 @@ def test_tools_prompt_and_template_probe():
 
     assert not template_renders_tools(PlainTemplate(), schemas)
     assert template_renders_tools(ToolTemplate(), schemas)
+
+
+def test_the_react_agent_wraps_the_row_environment():
+    from skyrl_train.agent.react import ReActTrajectory
+    from skyrl_train.agent.registry import agent_class
+
+    assert agent_class("react") is ReActTrajectory
+    trajectory = ReActTrajectory(None, {"prompt": []}, None, react={"max_repeats": 2, "tools": ["sql"]})
+    env = trajectory.wrap_env(Text2SQLEnv())
+    assert isinstance(env, ReActEnv) and env.config.max_repeats == 2
+    _, info = env.reset(seed=0)
+    assert info["tools"] == ["sql", "finish"]
+    env.close()
