@@ -94,8 +94,11 @@ class TrainingBatch:
             raise ValueError("cannot build a TrainingBatch from no trajectories")
         for i, traj in enumerate(trajectories):
             _check_trajectory(i, traj)
+        # An error before the prompt was tokenised (the environment failed to start) leaves no prompt: one pad
+        # token stands in, so that the masked row keeps its place in its group instead of failing the batch.
+        prompts = [list(t.prompt_ids) or [pad_id] for t in trajectories]
         batch_size = len(trajectories)
-        prompt_width = max(len(t.prompt_ids) for t in trajectories)
+        prompt_width = max(len(p) for p in prompts)
         response_width = max(max(len(t.response_ids) for t in trajectories), 1)
         width = prompt_width + response_width
 
@@ -108,9 +111,9 @@ class TrainingBatch:
         valid = torch.tensor([getattr(t, "end", None) != "error" for t in trajectories], dtype=torch.bool)
 
         for i, traj in enumerate(trajectories):
-            n_prompt, n_response = len(traj.prompt_ids), len(traj.response_ids)
+            n_prompt, n_response = len(prompts[i]), len(traj.response_ids)
             start = prompt_width - n_prompt
-            input_ids[i, start:prompt_width] = torch.tensor(traj.prompt_ids, dtype=torch.long)
+            input_ids[i, start:prompt_width] = torch.tensor(prompts[i], dtype=torch.long)
             attention_mask[i, start : prompt_width + n_response] = 1
             if n_response:
                 input_ids[i, prompt_width : prompt_width + n_response] = torch.tensor(
@@ -208,7 +211,7 @@ class TrainingBatch:
 
 def _check_trajectory(index: int, traj: Any) -> None:
     n = len(traj.response_ids)
-    if len(traj.prompt_ids) == 0:
+    if len(traj.prompt_ids) == 0 and getattr(traj, "end", None) != "error":
         raise ValueError(
             f"trajectory {index} has an empty prompt: there is no position to predict its first token"
         )

@@ -31,6 +31,7 @@ def check_rules(cfg: Config) -> list[str]:
     errors += _check_registered(a.advantage_estimator, BUILTIN_ADVANTAGE_ESTIMATORS, "ADVANTAGE_ESTIMATORS")
     errors += _check_registered(a.policy_loss_type, BUILTIN_POLICY_LOSSES, "POLICY_LOSSES")
     errors += _check_dispatcher(g.dispatcher)
+    errors += _check_agent(g.agent)
 
     # 2. GAE needs a critic, and a critic is only loaded for an estimator that uses it.
     has_critic = t.critic.model.path is not None
@@ -219,3 +220,11 @@ def _check_dispatcher(name: str) -> list[str]:
     if name in DISPATCHERS:
         return []
     return [DISPATCHERS.unknown_message(name)]
+
+
+def _check_agent(name: str) -> list[str]:
+    from skyrl_train.agent.registry import AGENTS
+
+    if name in AGENTS:
+        return []
+    return [AGENTS.unknown_message(name)]

@@ -425,6 +425,9 @@ class GeneratorConfig(Section):
     """Samples per evaluation prompt (pass@k needs k > 1 and a temperature above 0)."""
     dispatcher: str = "async_batch"
     """How rollouts are scheduled: a dispatcher registered in skyrl_train.dispatch (async_batch...)."""
+    agent: str = "multi_turn"
+    """The agent each trajectory plays, by name in skyrl_train.agent's registry: multi_turn (the environment's
+    own protocol, turn by turn), react (OpenAI-style tool calls over the environment's tools) or your own."""
     max_concurrent_trajectories: int = Field(64, ge=1)
     """Most trajectories in flight at once."""
     env_timeout_s: Float = Field(300.0, gt=0, allow_inf_nan=False)

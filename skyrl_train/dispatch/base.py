@@ -214,8 +214,9 @@ class StageTimeouts:
     initialize: float | None = None
     generate: float | None = None
     evaluate: float | None = None
-    release: float | None = 60.0
-    """``release`` is always bounded: a job that never lets go would hold its worker forever."""
+    release: float | None = 120.0
+    """``release`` is bounded by default: a job that never lets go would hold its worker forever. A rollout
+    bounds its own release (metrics and close, ``generator.env_close_timeout_s`` each), within this."""
 
     def __post_init__(self) -> None:
         for stage in (*STAGES, "release"):

@@ -1,6 +1,6 @@
 """What a generator hands to the trainer: trajectories (token ids, loss mask, rewards, how each ended).
 
-A :class:`Trajectory` is one sampled episode of one prompt. Its tokens are exactly what the inference engine
+A :class:`TrajectoryResult` is one sampled episode of one prompt. Its tokens are exactly what the inference engine
 saw and produced: ``prompt_ids`` (the chat-templated prompt) followed by ``response_ids`` (the model's turns
 and the environment's observations, in order). ``loss_mask`` is 1 on the tokens the model generated and 0 on
 everything the chat template or the environment added, so a policy loss only ever trains what the model
@@ -19,7 +19,7 @@ __all__ = [
     "EndState",
     "Generator",
     "GeneratorOutput",
-    "Trajectory",
+    "TrajectoryResult",
 ]
 
 EndState = Literal["terminated", "truncated", "context_exhausted", "error"]
@@ -39,8 +39,8 @@ END_STATES: tuple[EndState, ...] = ("terminated", "truncated", "context_exhauste
 
 
 @dataclasses.dataclass
-class Trajectory:
-    """One multi-turn episode, token in, token out.
+class TrajectoryResult:
+    """One multi-turn episode, token in, token out (what a :class:`skyrl_train.agent.Trajectory` produces).
 
     Token lists: ``response_ids``, ``loss_mask`` and ``logprobs`` have one entry per response token.
     ``turn_spans[i] = (start, end)`` are the positions in ``response_ids`` of the tokens the model generated
@@ -62,7 +62,7 @@ class Trajectory:
     turn_rewards: list[float] = dataclasses.field(default_factory=list)
     """The environment's reward for each model turn."""
     reward: float = 0.0
-    """The trajectory's reward: the sum of ``turn_rewards``."""
+    """The trajectory's reward: the sum of ``turn_rewards`` (a deferred verification's reward is in the last)."""
     end: EndState = "error"
     """How the trajectory ended; see :data:`END_STATES`."""
     truncated_by: str | None = None
@@ -80,6 +80,9 @@ class Trajectory:
     """The environment's registered id."""
     env_metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
     """``env.get_metrics()`` at the end of the episode."""
+    verification: dict[str, Any] | None = None
+    """What the environment's deferred verification (``env.evaluate()``) returned, its ``reward`` already added
+    to the last turn's; ``None`` when the environment verified in its last step (or has nothing to verify)."""
     group_id: int = 0
     """Which prompt this is a sample of (``group_offset`` + the row's position in the batch)."""
     sample_index: int = 0
@@ -115,12 +118,12 @@ class Trajectory:
 class GeneratorOutput:
     """A batch of trajectories, ordered by prompt then sample, and the batch's metrics."""
 
-    trajectories: list[Trajectory]
+    trajectories: list[TrajectoryResult]
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
-    def groups(self) -> dict[int, list[Trajectory]]:
+    def groups(self) -> dict[int, list[TrajectoryResult]]:
         """The trajectories by ``group_id`` (one list per prompt), in order."""
-        grouped: dict[int, list[Trajectory]] = {}
+        grouped: dict[int, list[TrajectoryResult]] = {}
         for trajectory in self.trajectories:
             grouped.setdefault(trajectory.group_id, []).append(trajectory)
         return grouped

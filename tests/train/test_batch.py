@@ -138,7 +138,7 @@ def test_with_the_generators_trajectory_and_the_algorithms():
     from skyrl_train.config import AlgorithmConfig
 
     trajectories = [
-        base.Trajectory(
+        base.TrajectoryResult(
             prompt_ids=[1, 2],
             response_ids=[3, 4],
             loss_mask=[1, 1],

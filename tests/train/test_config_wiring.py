@@ -26,6 +26,7 @@ torch = pytest.importorskip("torch")
 
 from pydantic import BaseModel  # noqa: E402
 
+from skyrl_train.agent import AGENTS, Trajectory  # noqa: E402
 from skyrl_train.config import Config, ConfigError, NotImplementedYet, iter_keys, load_config  # noqa: E402
 from skyrl_train.data import Datasets  # noqa: E402
 from skyrl_train.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
@@ -171,6 +172,7 @@ CHANGED: dict[str, Any] = {
     "generator.eval_sampling_params.stop_token_ids": [7],
     "generator.eval_sampling_params.seed": 7,
     "generator.dispatcher": "wiring_test_dispatcher",
+    "generator.agent": "wiring_test_agent",
     "trainer.strategy": "megatron",
     "trainer.run_name": "other_run",
     "trainer.project_name": "other_project",
@@ -239,8 +241,14 @@ def custom_dispatcher():
         """The async batch dispatcher under another name."""
 
     DISPATCHERS.register("wiring_test_dispatcher", WiringTestDispatcher)
+
+    class WiringTestAgent(Trajectory):
+        """The multi-turn agent under another name."""
+
+    AGENTS.register("wiring_test_agent", WiringTestAgent)
     yield
     DISPATCHERS.unregister("wiring_test_dispatcher")
+    AGENTS.unregister("wiring_test_agent")
 
 
 def _fill(text: Any, world: dict[str, Any]) -> Any:
@@ -416,6 +424,7 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
             k: v for k, v in vars(generator).items() if isinstance(v, (int, float, str, dict, type(None)))
         },
         "dispatcher": (type(generator.dispatcher).__name__, generator.dispatcher.max_concurrency),
+        "agent": generator.trajectory_class.__name__,
     }
 
     tracker = Tracker.from_config(config)

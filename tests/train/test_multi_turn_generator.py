@@ -23,7 +23,7 @@ from skyrl_train.dispatch import AsyncBatchDispatcher, JobFailure, make_dispatch
 from skyrl_train.generator import (
     ChatTemplate,
     MultiTurnGenerator,
-    Trajectory,
+    TrajectoryResult,
     sample_seed,
     stop_strings_for,
 )
@@ -145,7 +145,9 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def assert_token_invariant(trajectory: Trajectory, engine: ScriptedEngine, template: ChatTemplate) -> None:
+def assert_token_invariant(
+    trajectory: TrajectoryResult, engine: ScriptedEngine, template: ChatTemplate
+) -> None:
     """Decoded ids == rendered conversation; loss mask == exactly the engine's tokens; logprobs aligned."""
     decoded = template.decode(trajectory.prompt_ids + trajectory.response_ids)
     assert decoded == template.render(trajectory.messages, add_generation_prompt=False)
