@@ -2,6 +2,8 @@
 
     skyrl-train train sql_cpu trainer.epochs=2 generator.n_samples_per_prompt=4
     skyrl-train eval sql_cpu trainer.resume_mode=latest generator.eval_n_samples_per_prompt=8
+    skyrl-train eval --env text2sql --n 4                       # pass@k of a model on an environment's tasks
+    skyrl-train eval --data rows.jsonl --base-url http://127.0.0.1:8000 --model Qwen/Qwen2.5-7B-Instruct
     skyrl-train config sql_qwen7b_8gpu          # print the validated config
     skyrl-train config sql_cpu --describe       # every key: type, default, this recipe's value, what it does
     skyrl-train recipes                         # list the shipped recipes
@@ -50,7 +52,45 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_tasks(args: argparse.Namespace) -> int:
+    """``eval --env``/``--data``: the tasks through the agent runner, pass@k per family and overall."""
+    from skyrl_train.evaluation import env_rows, format_table, read_rows, run_eval
+    from skyrl_train.inference import make_engine
+
+    if args.data:
+        rows = read_rows(args.data)[: args.limit]
+    else:
+        rows = env_rows(args.env, args.limit)
+    if not rows:
+        raise SystemExit("no tasks to evaluate")
+    if args.base_url:
+        engine = make_engine("remote", model_path=args.model, base_url=args.base_url)
+    else:
+        engine = make_engine("hf", model_path=args.model)
+    try:
+        table, output = run_eval(
+            rows,
+            engine,
+            n=args.n,
+            agent=args.agent,
+            max_turns=args.max_turns,
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            family_column=args.family_column,
+        )
+    finally:
+        close = getattr(engine, "close", None)
+        if callable(close):
+            close()
+    print(format_table(table))
+    if args.json:
+        print(json.dumps({"pass_at_k": table, "metrics": output.metrics}, indent=2))
+    return 0
+
+
 def _eval(args: argparse.Namespace) -> int:
+    if args.env or args.data:
+        return _eval_tasks(args)
     from skyrl_train.trainer import Trainer
 
     cfg = _load(args)
@@ -76,6 +116,22 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument(
                 "--describe", action="store_true", help="one line per key: value, type, default and docstring"
             )
+        if name == "eval":
+            tasks = p.add_mutually_exclusive_group()
+            tasks.add_argument("--env", help="evaluate on this environment's default task set (no recipe)")
+            tasks.add_argument("--data", help="evaluate on these rows (parquet or JSONL, SkyRL format)")
+            p.add_argument(
+                "--model", default="embedded:smollm2-135m", help="model name or path (and tokenizer)"
+            )
+            p.add_argument("--base-url", help="an OpenAI-compatible server to sample from (remote engine)")
+            p.add_argument("--n", type=int, default=1, help="samples per task (pass@k for k up to n)")
+            p.add_argument("--limit", type=int, default=50, help="most tasks evaluated")
+            p.add_argument("--agent", default="multi_turn", help="agent name (multi_turn, react, ...)")
+            p.add_argument("--max-turns", type=int, default=None, help="most model turns per trajectory")
+            p.add_argument("--max-tokens", type=int, default=512, help="most tokens per model turn")
+            p.add_argument("--temperature", type=float, default=None, help="default: 0 for n=1, else 0.7")
+            p.add_argument("--family-column", default="data_source", help="column that names a task's family")
+            p.add_argument("--json", action="store_true", help="also print the table and metrics as JSON")
     sub.add_parser("recipes", help="list the shipped recipes")
     args = parser.parse_args(argv)
     if args.command == "recipes":

@@ -1,0 +1,153 @@
+"""Standalone evaluation: an environment's tasks through the agent runner, scored as pass@k per task family.
+
+``skyrl-train eval --env text2sql --n 4`` plays the environment's default task set (what ``reset(seed=...)``
+draws: its test split) or ``--data rows.jsonl`` against a local model (``--model``, the hf engine) or any
+OpenAI-compatible server (``--base-url``, the remote engine), and prints pass@k, the unbiased estimator of
+Chen et al. (2021), for each family (``--family-column``) and overall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["env_rows", "format_table", "pass_at_k", "pass_at_k_table", "read_rows", "run_eval"]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The probability that at least one of ``k`` samples drawn from ``n`` (``c`` of them correct) passes:
+    ``1 - C(n - c, k) / C(n, k)``."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """Dataset rows from a JSONL (one JSON object a line) or parquet file."""
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def env_rows(env_id: str, limit: int, env_config: Any = None) -> list[dict[str, Any]]:
+    """Up to ``limit`` distinct rows of an environment's default task set (``reset(seed=s)`` for s = 0, 1, ...)."""
+    import skyrl_gym
+
+    env = skyrl_gym.make(env_id, env_config=env_config)
+    try:
+        rows: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for seed in range(limit * 4):
+            task = env.sample_task(seed)
+            if task is None:
+                raise ValueError(f"{env_id} has no default task set: pass --data with rows")
+            key = json.dumps(task, sort_keys=True, default=str)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append({"prompt": task["prompt"], "env_class": env_id, **dict(task.get("extras") or {})})
+            if len(rows) == limit:
+                break
+        return rows
+    finally:
+        env.close()
+
+
+def _family(row: Mapping[str, Any], column: str) -> str:
+    value: Any = row
+    for part in column.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return "all" if value is None else str(value)
+
+
+def pass_at_k_table(
+    rows: Sequence[Mapping[str, Any]],
+    rewards: Sequence[Sequence[float]],
+    ks: Sequence[int],
+    *,
+    family_column: str = "data_source",
+    pass_threshold: float = 1.0,
+) -> dict[str, dict[str, float]]:
+    """``{family: {"tasks": n, "pass@k": ...}}`` and ``"overall"``, each the mean over its tasks of pass@k.
+
+    ``rewards[i]`` are the scored samples of ``rows[i]`` (error samples left out); a task whose samples all
+    errored is counted in ``errors`` and left out of the means.
+    """
+    by_family: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_family.setdefault(_family(row, family_column), []).append(i)
+    table: dict[str, dict[str, float]] = {}
+    for name, members in [*sorted(by_family.items()), ("overall", list(range(len(rows))))]:
+        entry: dict[str, float] = {"tasks": float(len(members)), "errors": 0.0}
+        scored = [i for i in members if rewards[i]]
+        entry["errors"] = float(len(members) - len(scored))
+        for k in ks:
+            values = [
+                pass_at_k(
+                    len(rewards[i]), sum(r >= pass_threshold for r in rewards[i]), min(k, len(rewards[i]))
+                )
+                for i in scored
+            ]
+            entry[f"pass@{k}"] = sum(values) / len(values) if values else 0.0
+        table[name] = entry
+    return table
+
+
+def run_eval(
+    rows: Sequence[Mapping[str, Any]],
+    engine: Any,
+    *,
+    n: int = 1,
+    agent: str = "multi_turn",
+    max_turns: int | None = None,
+    max_tokens: int = 512,
+    temperature: float | None = None,
+    seed: int | None = 0,
+    family_column: str = "data_source",
+    env_configs: Mapping[str, Any] | None = None,
+    max_concurrency: int = 16,
+) -> tuple[dict[str, dict[str, float]], Any]:
+    """Play ``n`` samples of every row through an :class:`~skyrl_train.agent.AgentRunner`; the pass@k table
+    (k = 1 and powers of two up to ``n``) and the runner's output."""
+    from skyrl_train.agent import AgentRunner
+    from skyrl_train.inference.base import SamplingParams
+
+    if temperature is None:
+        temperature = 0.0 if n == 1 else 0.7
+    runner = AgentRunner(
+        engine,
+        agent=agent,
+        env_configs=env_configs,
+        max_turns=max_turns,
+        max_concurrent_trajectories=max_concurrency,
+    )
+    params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed)
+    output = asyncio.run(runner.run(list(rows), n, params))
+    rewards: list[list[float]] = [[] for _ in rows]
+    for trajectory in output.trajectories:
+        if not trajectory.is_error:
+            rewards[trajectory.group_id].append(trajectory.reward)
+    ks = sorted({1, n, *(2**p for p in range(1, n.bit_length()) if 2**p <= n)})
+    table = pass_at_k_table(
+        rows, rewards, ks, family_column=family_column, pass_threshold=runner.pass_threshold
+    )
+    return table, output
+
+
+def format_table(table: Mapping[str, Mapping[str, float]]) -> str:
+    """The pass@k table as aligned text, one family per line, ``overall`` last."""
+    columns = [c for c in next(iter(table.values())) if c.startswith("pass@")]
+    width = max(12, *(len(name) for name in table))
+    lines = [f"{'family':{width}} {'tasks':>6} {'errors':>6} " + " ".join(f"{c:>8}" for c in columns)]
+    for name, entry in table.items():
+        values = " ".join(f"{entry[c]:8.3f}" for c in columns)
+        lines.append(f"{name:{width}} {int(entry['tasks']):6d} {int(entry['errors']):6d} {values}")
+    return "\n".join(lines)
