@@ -11,33 +11,44 @@ samples to paste into ``MEASURED``):
 - code verification: ``CodeEnv``'s judging of the reference program in the sandbox (``judge_s``), for bundled
   problems; a code trajectory's set-up is nothing to measure (no container).
 
-A job draws its I and E from those samples (with replacement: a replay of the measured distribution, heavy
-tail included) and its R from a lognormal with sigma ``--generation-sigma`` (response lengths are heavy-tailed;
-no engine runs here to measure it). R is scaled so that the mean share of set-up plus verification in a
-trajectory, (I+E)/(I+R+E) over all jobs, is each ``--shares`` value; all times are then multiplied by
-``--time-scale`` so that a run takes seconds.
+A job draws its I and E from those samples (with replacement: a replay of the measured distribution, tail
+included) and its R from a lognormal with sigma ``--generation-sigma`` (response lengths are heavy-tailed; no
+engine runs here to measure it). R is scaled so that the share of set-up plus verification, sum(I+E) over
+sum(I+R+E), is each ``--shares`` value.
 
 The engine (``SlotEngine``) has ``--slots`` generation slots: a request waits for a free slot and then takes
 its fixed R (the model of an engine whose batch is full at ``slots`` sequences: a request's time does not
 depend on how many others run, and no more than ``slots`` run at once). Its utilisation, busy slot-seconds
 over ``slots`` x wall, is measured by the engine itself, the same way for every dispatcher.
 
-The comparison is fair: every dispatcher gets the same jobs (same seeds) and the same engine; ``async_batch``
-and ``fixed_pool`` are given ``--slots`` trajectories at once (a bounded batch's whole budget is its
-generation slots), and the pipeline gets ``--slots`` generation workers; only its set-up and verification
-workers (containers and CPU, not engine slots) are sized from the workload, by Little's law: as many as keep
-the generation slots fed (``--headroom`` times ``slots`` x mean stage time / mean R).
-``fixed_pool`` replays the same set-up times: a terminal task's container is built from the task's own image,
-so a worker cannot reuse the previous task's container here (its reuse pays off where one image serves all).
+The clock: by default a virtual one (``VirtualClockLoop``): the dispatchers run unchanged on an event loop
+whose time jumps to the next timer when nothing is ready, so a replay is exact, repeatable on a loaded
+machine and takes seconds; ``--clock real`` sleeps for real instead (``--time-scale`` real seconds per mean
+R), which adds the dispatchers' own CPU time and the machine's scheduling noise.
 
-Printed per share: the walls, the ratios to async_batch, the bound on the speedup (I+R+E)/R summed over jobs
-(what a pipeline with the engine always full could reach), the straggler floor (the longest single trajectory,
-a floor for any dispatcher), the pipeline's share of the bound (its speedup over the bound), and each one's
-generation utilisation.
+The comparison is fair: every dispatcher gets the same jobs and the same engine; ``async_batch`` and
+``fixed_pool`` are given ``--slots`` trajectories at once (a bounded batch's whole budget is its generation
+slots), and the pipeline ``--slots`` generation workers. Only the pipeline's set-up and verification workers
+(containers and CPU, not engine slots) are sized, with ``AsyncPipelineDispatcher.sized_for`` from the stage
+means of the previous batch (another draw of the same workload; a trainer takes them from the last step's
+``stats``), by Little's law: ``--headroom`` x slots x mean stage time / mean R. ``1st`` is a pipeline made
+with no caps given (as ``generator.dispatcher=async_pipeline`` makes it) on its first batch: set-up and
+verification workers = slots, ``max_ahead`` = 2 x slots; ``auto`` is that pipeline after one batch (the
+previous one), from which it sized itself. ``fixed_pool`` replays the same set-up times: a terminal task's
+container comes from the task's own image, so a worker cannot reuse the previous task's container (its reuse
+pays where one image serves every task).
+
+Printed per share: the walls, the ratios to async_batch, the bound on the speedup sum(I+R+E)/sum(R) (what a
+dispatcher keeping the engine always full could reach), the straggler floor max(I+R+E) (a floor for any
+dispatcher), the "R floor" (generation alone list-scheduled in job order on the slots: the generation tail
+that no dispatcher ignorant of R avoids, even with free set-up and verification), the pipeline's share of
+the bound (its speedup over the bound) and of the R floor, and each dispatcher's generation utilisation.
+The bound is asymptotic: a finite batch also pays its head (the first set-ups) and its generation tail, which
+weigh more the fewer jobs each slot runs (compare ``--jobs 256``).
 
     python benchmarks/dispatch_replay.py                     # replay the recorded measurements
     python benchmarks/dispatch_replay.py --measure           # measure the environments again (needs Docker)
-    python benchmarks/dispatch_replay.py --shares 0.5 0.75 --jobs 512 --slots 8
+    python benchmarks/dispatch_replay.py --shares 0.5 0.75 --jobs 256 --slots 16 --clock real
 """
 
 from __future__ import annotations
@@ -315,8 +326,11 @@ def run_share(
         "async_pipeline": AsyncPipelineDispatcher.sized_for(
             args.slots, mean_stage_s(previous), headroom=args.headroom
         ),
-        "pipeline_defaults": AsyncPipelineDispatcher(args.slots),
+        "pipeline_first": AsyncPipelineDispatcher(args.slots),
+        "pipeline_auto": AsyncPipelineDispatcher(args.slots),
     }
+    # the adapting pipeline runs the previous batch first and sizes itself from what it measured there
+    run_on(args.clock, replay(dispatchers["pipeline_auto"], previous, args.slots, scale))
     runs = {name: run_on(args.clock, replay(d, times, args.slots, scale)) for name, d in dispatchers.items()}
     pipeline = dispatchers["async_pipeline"]
     return {
@@ -333,32 +347,34 @@ def print_table(rows: list[dict], args: argparse.Namespace) -> None:
     """One line per share; walls in replayed (measured-scale) seconds."""
     print(
         f"\n{args.jobs} jobs, {args.slots} generation slots, R lognormal sigma {args.generation_sigma}, I and E "
-        f"replayed from {args.env} measurements ({MEASURED_ON or 'this run'}), {args.clock} clock; "
-        "walls in replayed seconds"
+        f"replayed from {args.env} measurements ({MEASURED_ON or 'this run'}), {args.clock} clock"
     )
-    names = ("async_batch", "fixed_pool", "async_pipeline", "pipeline_defaults")
+    names = ("async_batch", "fixed_pool", "async_pipeline", "pipeline_first", "pipeline_auto")
     print(
-        f"{'I+E share':>9} {'batch':>7} {'pool':>7} {'pipe':>7} {'pipe.d':>7} {'pool/b':>7} {'pipe/b':>7} "
-        f"{'pipe.d/b':>8} {'bound':>6} {'floor':>6} {'R floor':>7} {'of bound':>8} {'of R fl':>7} {'gen util b/pool/pipe/pipe.d':>28} "
+        f"{'I+E share':>9} {'batch':>7} {'pool':>7} {'pipe':>7} {'pool/b':>7} {'pipe/b':>7} {'1st/b':>6} "
+        f"{'auto/b':>6} {'bound':>6} {'floor':>6} {'R floor':>7} {'of bound':>8} {'of R fl':>7} {'gen util b/pool/pipe/1st/auto':>30} "
         f"{'pipe I,E,ahead':>14} {'in flight':>9}"
     )
     for row in rows:
         runs = row["runs"]
-        batch, pool, pipe, default = (runs[name]["wall"] for name in names)
+        batch, pool, pipe, first, auto = (runs[name]["wall"] for name in names)
         speedup = batch / pipe
         utils = "/".join(f"{runs[name]['utilisation']:.2f}" for name in names)
         sizes = ",".join(str(x) for x in row["sizes"])
         print(
-            f"{row['share']:>9.2f} {batch:>7.1f} {pool:>7.1f} {pipe:>7.1f} {default:>7.1f} {batch / pool:>6.2f}x "
-            f"{speedup:>6.2f}x {batch / default:>7.2f}x {row['bound']:>5.2f}x {row['floor']:>6.1f} "
-            f"{row['in_order']:>7.1f} {speedup / row['bound']:>8.0%} {row['in_order'] / pipe:>7.0%} {utils:>28} {sizes:>14} {runs['async_pipeline']['max_in_flight']:>9}"
+            f"{row['share']:>9.2f} {batch:>7.1f} {pool:>7.1f} {pipe:>7.1f} {batch / pool:>6.2f}x {speedup:>6.2f}x "
+            f"{batch / first:>5.2f}x {batch / auto:>5.2f}x {row['bound']:>5.2f}x {row['floor']:>6.1f} "
+            f"{row['in_order']:>7.1f} {speedup / row['bound']:>8.0%} {row['in_order'] / pipe:>7.0%} {utils:>30} {sizes:>14} {runs['async_pipeline']['max_in_flight']:>9}"
         )
-    print(
-        "pipe = async_pipeline sized from the previous batch's stage means (AsyncPipelineDispatcher.sized_for, "
-        f"headroom {args.headroom}); pipe.d = its defaults; bound = sum(I+R+E)/sum(R); floor = max(I+R+E);\n"
-        "R floor = generation alone list-scheduled in job order; of bound = (batch/pipe)/bound; "
-        "of R fl = R floor/pipe"
+    legend = (
+        f"pipe: async_pipeline sized from the previous batch's stage means (sized_for, headroom {args.headroom})",
+        "1st: async_pipeline with no caps given, first batch (set-up and verification workers = slots, "
+        "max_ahead = 2 x slots)",
+        "auto: the same after one batch, sized from what it measured there",
+        "bound: sum(I+R+E)/sum(R); floor: max(I+R+E); R floor: generation alone list-scheduled in job order",
+        "of bound: (batch/pipe)/bound; of R fl: R floor/pipe; walls in replayed seconds",
     )
+    print("\n".join(legend))
 
 
 def main() -> None:

@@ -20,6 +20,11 @@ three stages are apart, as in SkyRL-Agent's asynchronous pipeline::
 - ``max_behind`` bounds the generated trajectories waiting for a verification worker; when it is full the
   generation workers wait (back-pressure) instead of piling up finished environments.
 
+How many set-up and verification workers keep G slots fed depends on the stage times (Little's law: G x mean
+stage time / mean generation time, with some headroom). Caps given to the constructor stay fixed; caps not
+given adapt after every run to the stage times that run measured (:meth:`AsyncPipelineDispatcher.resize`);
+:meth:`AsyncPipelineDispatcher.sized_for` builds a fixed pipeline for known stage times.
+
 Set-ups start in job order; a job enters generation as soon as its set-up is done and a slot is free (so a slow
 set-up never holds the others back); results come back in job order. Each stage runs under its own deadline
 (``timeouts``); a stage that raises or overruns fails that job alone (:func:`~skyrl_train.dispatch.base.run_stage`)
@@ -59,6 +64,33 @@ def _or(value: Any, default: int) -> Any:
     return default if value is None else value
 
 
+ADAPT_LIMIT = 4
+"""An adapting stage gets at most this many times the generation slots as workers."""
+
+
+def _littles_law(
+    slots: int, stage_s: Mapping[str, float], headroom: float, limit: int | None = None
+) -> tuple[int, int, int]:
+    """(set-up workers, verification workers, max_ahead) that keep ``slots`` generation slots fed.
+
+    By Little's law a stage must hold ``slots x its mean time / the mean generation time`` jobs to pass them
+    at the rate generation takes them; ``headroom`` covers the spread of those times. Set-up may run ahead by
+    its own workers plus one wave of ready jobs for the slots that free up next.
+    """
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom > 0:
+        raise ValueError(f"headroom must be a positive number, got {headroom!r}")
+    generate_s = stage_s.get("generate", 0.0)
+    if not generate_s > 0:
+        raise ValueError(f"the mean generation time must be positive to size a pipeline, got {generate_s!r}")
+
+    def workers(stage: str) -> int:
+        count = max(1, math.ceil(headroom * slots * stage_s.get(stage, 0.0) / generate_s))
+        return count if limit is None else min(count, limit)
+
+    setups = workers("initialize")
+    return setups, workers("evaluate"), setups + slots
+
+
 @register_dispatcher("async_pipeline")
 class AsyncPipelineDispatcher(Dispatcher):
     """The stages of every job as a pipeline with per-stage workers and bounded queues between them.
@@ -66,12 +98,20 @@ class AsyncPipelineDispatcher(Dispatcher):
     Args:
         generate_concurrency: generation slots G (default 64). ``max_concurrency``, the name every dispatcher
             is built with by :func:`~skyrl_train.dispatch.base.make_dispatcher`, is the same setting.
-        initialize_concurrency: set-ups at once (default G).
-        evaluate_concurrency: verifications at once (default G).
-        max_ahead: jobs set up or setting up that wait for a generation slot, at most (default G: a second
-            wave ready when the first leaves generation). Set-up concurrency is at most this too.
-        max_behind: generated jobs waiting for a verification worker, at most (default E).
+        initialize_concurrency: set-ups at once.
+        evaluate_concurrency: verifications at once.
+        max_ahead: jobs set up or setting up that wait for a generation slot, at most. Set-up concurrency is
+            at most this too.
+        max_behind: generated jobs waiting for a verification worker, at most (default: the verification
+            workers).
+        headroom: for the caps that adapt (below), how much more than Little's law asks for.
         timeouts: per-stage deadlines, a :class:`~skyrl_train.dispatch.base.StageTimeouts` or a mapping.
+
+    Of ``initialize_concurrency``, ``evaluate_concurrency`` and ``max_ahead``, those given stay as given; those
+    not given adapt: the first run uses G (G and 2G for ``max_ahead``) and each run sets them to what would
+    have kept the generation slots fed in that run (:meth:`resize` with the stage means it measured, at most
+    ``ADAPT_LIMIT`` x G workers a stage). So a pipeline made from the config alone (``generator.dispatcher=
+    async_pipeline``) sizes itself from the batches it runs.
 
     ``stats`` (a :class:`~skyrl_train.dispatch.base.DispatchStats`) has per stage the busy seconds and the
     idle seconds of its workers, failures and timeouts, and the generation slots' utilisation;
@@ -89,6 +129,7 @@ class AsyncPipelineDispatcher(Dispatcher):
         evaluate_concurrency: int | None = None,
         max_ahead: int | None = None,
         max_behind: int | None = None,
+        headroom: float = 1.5,
         timeouts: StageTimeouts | Mapping[str, float | None] | None = None,
     ):
         super().__init__()
@@ -104,24 +145,38 @@ class AsyncPipelineDispatcher(Dispatcher):
         slots = generate_concurrency if generate_concurrency is not None else max_concurrency
         self.generate_concurrency = _positive_int("generate_concurrency", 64 if slots is None else slots)
         """Generation slots: jobs in the generate stage at once."""
-        self.initialize_concurrency = _positive_int(
-            "initialize_concurrency", _or(initialize_concurrency, self.generate_concurrency)
-        )
+        given = {
+            "initialize_concurrency": initialize_concurrency,
+            "evaluate_concurrency": evaluate_concurrency,
+            "max_ahead": max_ahead,
+        }
+        self.adapting = frozenset(name for name, value in given.items() if value is None)
+        """The caps that were not given, which :meth:`resize` (after every run) sets."""
+        # before the first run there is nothing measured: as many set-ups and verifications as slots
+        g = self.generate_concurrency
+        self.initialize_concurrency = _positive_int("initialize_concurrency", _or(initialize_concurrency, g))
         """Set-ups at once (never more than ``max_ahead``)."""
-        self.evaluate_concurrency = _positive_int(
-            "evaluate_concurrency", _or(evaluate_concurrency, self.generate_concurrency)
-        )
+        self.evaluate_concurrency = _positive_int("evaluate_concurrency", _or(evaluate_concurrency, g))
         """Verifications at once."""
-        self.max_ahead = _positive_int("max_ahead", _or(max_ahead, self.generate_concurrency))
+        self.max_ahead = _positive_int("max_ahead", _or(max_ahead, 2 * g))
         """Jobs past (or in) set-up that have not started generating, at most."""
-        self.max_behind = _positive_int("max_behind", _or(max_behind, self.evaluate_concurrency))
-        """Generated jobs waiting for verification, at most."""
+        self._max_behind = None if max_behind is None else _positive_int("max_behind", max_behind)
+        _littles_law(1, {"generate": 1.0}, headroom)  # refuses a bad headroom now, not after the first run
+        self.headroom = headroom
+        """How much more than Little's law the adapting caps get."""
         self.timeouts = StageTimeouts.of(timeouts)
         """The per-stage deadlines."""
+        self.stage_s: dict[str, float] = {}
+        """The mean seconds a job spent in each stage in the last run (the event loop's clock)."""
         self.max_ready = 0
         """The most set-up jobs ever waiting for a generation slot in the last run (<= ``max_ahead``)."""
         self.max_waiting_verification = 0
         """The most generated jobs ever waiting for a verification worker in the last run."""
+
+    @property
+    def max_behind(self) -> int:
+        """Generated jobs waiting for verification, at most (the verification workers unless given)."""
+        return self.evaluate_concurrency if self._max_behind is None else self._max_behind
 
     @classmethod
     def sized_for(
@@ -132,33 +187,34 @@ class AsyncPipelineDispatcher(Dispatcher):
         headroom: float = 1.5,
         timeouts: StageTimeouts | Mapping[str, float | None] | None = None,
     ) -> AsyncPipelineDispatcher:
-        """A pipeline whose set-up and verification workers keep ``generate_concurrency`` slots fed.
+        """A pipeline with fixed caps that keep ``generate_concurrency`` slots fed at these stage times.
 
         ``stage_s`` holds the mean seconds of ``"initialize"``, ``"generate"`` and ``"evaluate"`` (for example
-        from the previous batch: :meth:`mean_stage_s` of its ``stats``). By Little's law a stage must hold
-        ``slots x its mean time / the mean generation time`` jobs to pass jobs at the rate generation takes
-        them; ``headroom`` (> 1) covers the spread of those times. Set-up may run ahead by its own workers
-        plus one wave of ready jobs for the slots that free up next.
+        :meth:`mean_stage_s` of a previous run's ``stats``). By Little's law a stage must hold ``slots x its
+        mean time / the mean generation time`` jobs to pass them at the rate generation takes them;
+        ``headroom`` covers the spread of those times. Set-up may run ahead by its own workers plus one wave
+        of ready jobs for the slots that free up next.
         """
-        if not headroom > 0:
-            raise ValueError(f"headroom must be a positive number, got {headroom!r}")
-        generate_s = stage_s["generate"]
-        if not generate_s > 0:
-            raise ValueError(
-                f"the mean generation time must be positive to size a pipeline, got {generate_s!r}"
-            )
-
-        def workers(stage: str) -> int:
-            return max(1, math.ceil(headroom * generate_concurrency * stage_s.get(stage, 0.0) / generate_s))
-
-        setups = workers("initialize")
+        setups, verifiers, ahead = _littles_law(generate_concurrency, stage_s, headroom)
         return cls(
             generate_concurrency,
             initialize_concurrency=setups,
-            evaluate_concurrency=workers("evaluate"),
-            max_ahead=setups + generate_concurrency,
+            evaluate_concurrency=verifiers,
+            max_ahead=ahead,
+            headroom=headroom,
             timeouts=timeouts,
         )
+
+    def resize(self, stage_s: Mapping[str, float]) -> None:
+        """Set the adapting caps (those not given) for these mean stage times, as :meth:`sized_for` would
+        (at most ``ADAPT_LIMIT`` x G workers a stage). Nothing changes without a positive generation time."""
+        if not self.adapting or not stage_s.get("generate", 0.0) > 0:
+            return
+        limit = ADAPT_LIMIT * self.generate_concurrency
+        setups, verifiers, ahead = _littles_law(self.generate_concurrency, stage_s, self.headroom, limit)
+        sized = {"initialize_concurrency": setups, "evaluate_concurrency": verifiers, "max_ahead": ahead}
+        for name in self.adapting:
+            setattr(self, name, sized[name])
 
     @staticmethod
     def mean_stage_s(stats: DispatchStats) -> dict[str, float]:
@@ -193,6 +249,17 @@ class AsyncPipelineDispatcher(Dispatcher):
         releases: set[asyncio.Task[None]] = set()
         all_released = asyncio.Event()
         progress = {"next": 0, "released": 0, "in_flight": 0}
+        loop = asyncio.get_running_loop()
+        spent = {stage: [0.0, 0] for stage in ("initialize", "generate", "evaluate")}  # seconds, jobs
+
+        async def stage(index: int, name: str, timeout_s: float | None) -> bool:
+            # timed on the loop's clock (the one the stages sleep on) for resize()
+            begin = loop.time()
+            try:
+                return await run_stage(staged[index], name, timeout_s, stats)
+            finally:
+                spent[name][0] += loop.time() - begin
+                spent[name][1] += 1
 
         async def release(index: int) -> None:
             try:
@@ -224,7 +291,7 @@ class AsyncPipelineDispatcher(Dispatcher):
                 progress["next"] += 1
                 progress["in_flight"] += 1
                 stats.max_in_flight = max(stats.max_in_flight, progress["in_flight"])
-                if await run_stage(staged[index], "initialize", timeouts.initialize, stats):
+                if await stage(index, "initialize", timeouts.initialize):
                     ready.put_nowait(index)
                     self.max_ready = max(self.max_ready, ready.qsize())
                 else:
@@ -235,7 +302,7 @@ class AsyncPipelineDispatcher(Dispatcher):
             while True:
                 index = await ready.get()
                 ahead.release()
-                if not await run_stage(staged[index], "generate", timeouts.generate, stats):
+                if not await stage(index, "generate", timeouts.generate):
                     finish(index)
                     continue
                 await behind.acquire()  # given back when a verification worker takes the job
@@ -246,7 +313,7 @@ class AsyncPipelineDispatcher(Dispatcher):
             while True:
                 index = await generated.get()
                 behind.release()
-                await run_stage(staged[index], "evaluate", timeouts.evaluate, stats)
+                await stage(index, "evaluate", timeouts.evaluate)
                 finish(index)
 
         workers = [asyncio.ensure_future(initializer()) for _ in range(initializers)]
@@ -274,3 +341,5 @@ class AsyncPipelineDispatcher(Dispatcher):
             if releases:
                 await asyncio.gather(*releases, return_exceptions=True)
             self.stats.finish(count, time.monotonic() - started)
+            self.stage_s = {name: (total / jobs if jobs else 0.0) for name, (total, jobs) in spent.items()}
+            self.resize(self.stage_s)

@@ -114,11 +114,33 @@ def test_stats_count_busy_and_idle_time_per_stage_and_the_generation_utilisation
     } <= set(metrics)
 
 
-def test_defaults_follow_the_generation_slots():
-    dispatcher = AsyncPipelineDispatcher(6)
-    assert (dispatcher.initialize_concurrency, dispatcher.evaluate_concurrency) == (6, 6)
-    assert (dispatcher.max_ahead, dispatcher.max_behind) == (6, 6)
+def test_caps_not_given_start_from_the_slots_and_adapt_to_the_stage_times():
+    dispatcher = AsyncPipelineDispatcher(6, evaluate_concurrency=2)
+    assert (dispatcher.initialize_concurrency, dispatcher.evaluate_concurrency) == (6, 2)
+    assert (dispatcher.max_ahead, dispatcher.max_behind) == (12, 2)
+    assert dispatcher.adapting == {"initialize_concurrency", "max_ahead"}
     assert AsyncPipelineDispatcher().generate_concurrency == 64
+    # set-up takes two generations: 6 slots x 2 x headroom 1.5 = 18 set-ups; the given cap stays
+    dispatcher.resize({"initialize": 2.0, "generate": 1.0, "evaluate": 5.0})
+    assert (dispatcher.initialize_concurrency, dispatcher.evaluate_concurrency) == (18, 2)
+    assert dispatcher.max_ahead == 18 + 6
+    # never more than ADAPT_LIMIT x slots workers a stage; nothing measured: nothing changes
+    dispatcher.resize({"initialize": 100.0, "generate": 1.0})
+    assert dispatcher.initialize_concurrency == 4 * 6
+    dispatcher.resize({"initialize": 1.0, "generate": 0.0})
+    assert dispatcher.initialize_concurrency == 4 * 6
+
+
+def test_each_run_resizes_the_adapting_caps_from_what_it_measured():
+    tracker = Tracker()
+    dispatcher = AsyncPipelineDispatcher(2, evaluate_concurrency=1)
+    jobs = [FakeJob(i, tracker, initialize_s=0.004, generate_s=0.002, evaluate_s=0.001) for i in range(6)]
+    asyncio.run(dispatcher.run(jobs))
+    assert set(dispatcher.stage_s) == set(STAGES) and all(value > 0 for value in dispatcher.stage_s.values())
+    expected = AsyncPipelineDispatcher.sized_for(2, dispatcher.stage_s)
+    assert dispatcher.initialize_concurrency == min(expected.initialize_concurrency, 8)
+    assert dispatcher.max_ahead == dispatcher.initialize_concurrency + 2
+    assert dispatcher.evaluate_concurrency == 1
 
 
 def test_sized_for_keeps_the_generation_slots_fed_by_littles_law():
