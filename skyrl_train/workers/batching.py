@@ -24,7 +24,9 @@ __all__ = [
     "batch_tensors",
     "iter_micro_batches",
     "micro_batch_weight",
+    "PackedBatch",
     "num_sequences",
+    "pack_micro_batch",
     "pad_right",
     "position_ids",
     "run_mini_batches",
@@ -144,3 +146,142 @@ def micro_batch_weight(
     else:
         share = num_sequences(response_mask) / max(sequences, 1.0)
     return share * world_size
+
+
+@dataclasses.dataclass
+class PackedBatch:
+    """A micro-batch laid out without padding, each shared prompt once.
+
+    Rows whose prompts are the same tokens (the samples of one GRPO group) form one segment
+    ``[prompt, response 1, response 2, ...]``; every other row is a segment of its own. Segments are packed
+    first-fit into ``R`` rows of ``N`` tokens. ``attention_mask`` is ``[R, 1, N, N]`` (True: may attend):
+    a prompt token sees the earlier tokens of its prompt, a response token its prompt and the earlier tokens
+    of its own response, nothing of another segment or another response; each padding token sees only itself
+    (so no softmax row is empty). ``position_ids`` restart at 0 with each prompt and continue from the
+    prompt's length in each response, exactly as in the padded layout, so the model computes the same
+    numbers up to floating-point order.
+    """
+
+    input_ids: torch.Tensor
+    """[R, N] long."""
+    position_ids: torch.Tensor
+    """[R, N] long."""
+    attention_mask: torch.Tensor
+    """[R, 1, N, N] bool."""
+    rows: torch.Tensor
+    """[M] long: the packed row of the position whose output predicts each response token."""
+    cols: torch.Tensor
+    """[M] long: the packed column of that position."""
+    labels: torch.Tensor
+    """[M] long: the response token it predicts."""
+    out_rows: torch.Tensor
+    """[M] long: the micro-batch row of that response token."""
+    out_cols: torch.Tensor
+    """[M] long: its response column (0 .. T-1)."""
+    shape: tuple[int, int]
+    """``(b, T)``: the shape of the per-token outputs."""
+    tokens: int
+    """Real tokens in the packed rows (what the model computes, padding aside)."""
+    attended: int
+    """Query-key pairs the mask allows (the attention's share of the work)."""
+
+    def scatter(self, values: torch.Tensor) -> torch.Tensor:
+        """Per-prediction ``values [M]`` as a ``[b, T]`` float32 tensor, 0 where nothing was predicted."""
+        out = values.new_zeros(self.shape, dtype=torch.float32)
+        return out.index_put((self.out_rows, self.out_cols), values.float())
+
+
+def pack_micro_batch(mb: Mapping[str, torch.Tensor], pad_id: int = 0) -> PackedBatch:
+    """Lay a padded micro-batch (see the module docstring) out as a :class:`PackedBatch`.
+
+    A row's prompt is its real tokens before column ``L - T``, its response the real tokens from there on
+    (right-padded). Rows without a response token predict nothing and are left out.
+    """
+    input_ids, attention_mask = mb["input_ids"].cpu(), mb["attention_mask"].cpu().bool()
+    rows_n, length = input_ids.shape
+    response_len = mb["response_mask"].shape[1]
+    prompt_width = length - response_len
+    # segment key (the prompt's tokens) -> (prompt, [(row, response)])
+    segments: dict[bytes, tuple[torch.Tensor, list[tuple[int, torch.Tensor]]]] = {}
+    for row in range(rows_n):
+        response = input_ids[row, prompt_width:][attention_mask[row, prompt_width:]]
+        if response.numel() == 0:
+            continue
+        prompt = input_ids[row, :prompt_width][attention_mask[row, :prompt_width]]
+        if prompt.numel() == 0:
+            raise ValueError(
+                f"row {row} has an empty prompt: there is no position to predict its first token"
+            )
+        key = prompt.numpy().tobytes()
+        segments.setdefault(key, (prompt, []))[1].append((row, response))
+    seg_list = list(segments.values())
+    seg_lengths = [len(p) + sum(len(r) for _, r in rs) for p, rs in seg_list]
+    # first-fit decreasing into rows as long as the longest segment: little padding, no row longer than needed
+    capacity = max(seg_lengths, default=1)
+    packed_rows: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(seg_list)), key=lambda i: -seg_lengths[i]):
+        for r, free in enumerate(room):
+            if seg_lengths[index] <= free:
+                packed_rows[r].append(index)
+                room[r] -= seg_lengths[index]
+                break
+        else:
+            packed_rows.append([index])
+            room.append(capacity - seg_lengths[index])
+    n_rows, width = max(len(packed_rows), 1), capacity
+    ids = torch.full((n_rows, width), pad_id, dtype=torch.long)
+    pos = torch.zeros((n_rows, width), dtype=torch.long)
+    # segment id and branch (0: prompt, j: response j) of every column; padding gets a segment of its own
+    seg_id = -torch.arange(1, n_rows * width + 1, dtype=torch.long).view(n_rows, width)
+    branch = torch.zeros((n_rows, width), dtype=torch.long)
+    pred_rows, pred_cols, labels, out_rows, out_cols = [], [], [], [], []
+    tokens = 0
+    for r, members in enumerate(packed_rows):
+        col = 0
+        for index in members:
+            prompt, responses = seg_list[index]
+            n_prompt = len(prompt)
+            ids[r, col : col + n_prompt] = prompt
+            pos[r, col : col + n_prompt] = torch.arange(n_prompt)
+            seg_id[r, col : col + n_prompt] = index
+            last_prompt_col = col + n_prompt - 1
+            col += n_prompt
+            for j, (row, response) in enumerate(responses, start=1):
+                n = len(response)
+                ids[r, col : col + n] = response
+                pos[r, col : col + n] = torch.arange(n_prompt, n_prompt + n)
+                seg_id[r, col : col + n] = index
+                branch[r, col : col + n] = j
+                # token t is predicted by the output at the previous token: the prompt's last, then its own
+                pred_cols.append(torch.cat([torch.tensor([last_prompt_col]), torch.arange(col, col + n - 1)]))
+                pred_rows.append(torch.full((n,), r, dtype=torch.long))
+                labels.append(response)
+                out_rows.append(torch.full((n,), row, dtype=torch.long))
+                out_cols.append(torch.arange(n))
+                col += n
+        tokens += col
+    index = torch.arange(width)
+    mask = (
+        (seg_id[:, :, None] == seg_id[:, None, :])
+        & (index[None, None, :] <= index[None, :, None])
+        & ((branch[:, None, :] == 0) | (branch[:, None, :] == branch[:, :, None]))
+    )
+
+    def cat(parts: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat(parts).long() if parts else torch.zeros(0, dtype=torch.long)
+
+    real = seg_id >= 0
+    return PackedBatch(
+        input_ids=ids,
+        position_ids=pos,
+        attention_mask=mask[:, None],
+        rows=cat(pred_rows),
+        cols=cat(pred_cols),
+        labels=cat(labels),
+        out_rows=cat(out_rows),
+        out_cols=cat(out_cols),
+        shape=(rows_n, response_len),
+        tokens=tokens,
+        attended=int((mask & real[:, :, None]).sum()),
+    )

@@ -45,7 +45,9 @@ class PolicyWorker(FSDPWorker):
     loss reads its own fields (``eps_clip_low``...) from it.
     ``policy_loss_fn`` replaces the registry lookup by ``policy_loss_type`` with a callable of the
     registry's signature ``fn(log_probs, old_log_probs, advantages, response_mask, cfg) -> (loss,
-    metrics)``. ``temperature`` divides the logits, as the sampler did.
+    metrics)``. ``temperature`` divides the logits, as the sampler did. ``packed`` (the default) runs each
+    group's shared prompt once and no padding (:func:`~skyrl_train.workers.batching.pack_micro_batch`);
+    False runs the padded rows as they come (the same numbers, more work).
     """
 
     role = "policy"
@@ -67,6 +69,7 @@ class PolicyWorker(FSDPWorker):
         cpu_offload: bool = False,
         total_steps: int | None = None,
         policy_loss_fn: Callable | None = None,
+        packed: bool = True,
     ) -> None:
         super().__init__(
             model_factory,
@@ -80,6 +83,7 @@ class PolicyWorker(FSDPWorker):
             reshard_after_forward=reshard_after_forward,
             cpu_offload=cpu_offload,
             trainable=True,
+            packed=packed,
         )
         algorithm = self.algorithm_cfg = AlgorithmConfig.coerce(algorithm_cfg)
         self.loss_reduction = algorithm.loss_reduction

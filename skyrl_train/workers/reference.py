@@ -13,7 +13,8 @@ __all__ = ["RefWorker"]
 
 
 class RefWorker(FSDPWorker):
-    """The frozen reference model for the KL term: :meth:`compute_log_probs` only."""
+    """The frozen reference model for the KL term: :meth:`compute_log_probs` only (``packed`` as for the
+    policy)."""
 
     role = "ref"
 
@@ -29,6 +30,7 @@ class RefWorker(FSDPWorker):
         seed: int = 0,
         reshard_after_forward: bool = True,
         cpu_offload: bool = False,
+        packed: bool = True,
     ) -> None:
         super().__init__(
             model_factory,
@@ -41,6 +43,7 @@ class RefWorker(FSDPWorker):
             reshard_after_forward=reshard_after_forward,
             cpu_offload=cpu_offload,
             trainable=False,
+            packed=packed,
         )
 
     @staticmethod
