@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.search.data import DEFAULT_SIZES, SPLITS, TEMPLATES, build
+from skyrl_gym.datasets.search.build import DEFAULT_SIZES, SPLITS, build
+from skyrl_gym.datasets.search.questions import TEMPLATES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -21,6 +21,10 @@ import bm25s
 import pyarrow.parquet as pq
 import pytest
 
+from skyrl_gym.datasets.search.countries import CURRENCY_NAMES, Country, load_countries
+from skyrl_gym.datasets.search.questions import INTERSECTION_KINDS, TEMPLATES
+from skyrl_gym.datasets.search.row_format import make_prompt
+from skyrl_gym.datasets.search.wordnet import Synset, load_wordnet, wordnet_dir
 from skyrl_gym.envs.search import data
 from skyrl_gym.envs.search.scoring import normalize_answer as norm
 
@@ -68,7 +72,7 @@ def test_sizes_sources_and_hops(splits, corpus):
         hops = Counter(r["extra_info"]["hops"] for r in split_rows)
         assert set(hops) == {1, 2} and hops[2] >= 0.25 * len(split_rows), (split, hops)
         kinds = Counter(r["extra_info"]["kind"] for r in split_rows)
-        assert set(kinds) == set(data.TEMPLATES), (split, set(data.TEMPLATES) - set(kinds))
+        assert set(kinds) == set(TEMPLATES), (split, set(TEMPLATES) - set(kinds))
     assert 10_000 <= len(corpus) <= 60_000
     stats = json.loads((data.ensure_dataset() / "stats.json").read_text())
     assert stats["train"]["total"] == len(splits["train"]) and stats["corpus"]["total"] == len(corpus)
@@ -80,7 +84,7 @@ def test_rows_are_in_skyrl_format(splits, folder):
             assert set(row) == {"data_source", "prompt", "env_class", "reward_spec", "extra_info", "question",
                                 "max_turns"}  # fmt: skip
             assert row["env_class"] == "search" and row["max_turns"] == 4
-            assert row["prompt"] == data.make_prompt(row["question"])
+            assert row["prompt"] == make_prompt(row["question"])
             assert row["prompt"][0]["role"] == "user"
             assert row["prompt"][0]["content"].endswith(f"Question: {row['question']}")
             spec = row["reward_spec"]
@@ -90,14 +94,14 @@ def test_rows_are_in_skyrl_format(splits, folder):
             info = row["extra_info"]
             assert set(info) == EXTRA_INFO_KEYS
             assert info["split"] == split and info["index"] == index and info["question"] == row["question"]
-            assert info["kind"] in data.TEMPLATES and info["hops"] == len(info["supporting_ids"]) in (1, 2)
+            assert info["kind"] in TEMPLATES and info["hops"] == len(info["supporting_ids"]) in (1, 2)
         parquet = pq.read_table(folder / f"{split}.parquet").to_pylist()
         assert [r["question"] for r in parquet] == [r["question"] for r in split_rows]
         assert parquet[0]["reward_spec"] == split_rows[0]["reward_spec"]
 
 
 def test_prompt_follows_the_search_protocol():
-    content = data.make_prompt("  Who wrote it?  ")[0]["content"]
+    content = make_prompt("  Who wrote it?  ")[0]["content"]
     for tag in ("<think>", "</think>", "<search>", "</search>", "<information>", "</information>", "<answer>",
                 "</answer>"):  # fmt: skip
         assert tag in content
@@ -138,9 +142,9 @@ def test_build_is_deterministic_across_processes(folder, tmp_path):
     """A fresh process with another hash seed writes the same files; another seed draws other questions."""
     script = textwrap.dedent(
         f"""
-        from skyrl_gym.envs.search import data
-        data.build({str(tmp_path / "same")!r}, seed=0)
-        data.build({str(tmp_path / "other")!r}, seed=1, n_train=300, n_test=100)
+        from skyrl_gym.datasets.search.build import build
+        build({str(tmp_path / "same")!r}, seed=0)
+        build({str(tmp_path / "other")!r}, seed=1, n_train=300, n_test=100)
         """
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -189,7 +193,7 @@ def test_supporting_passages_hold_the_answer_chain(rows, corpus):
         if info["hops"] == 1:
             continue
         first, second = corpus[ids[0]], corpus[ids[1]]
-        if info["kind"] in data.INTERSECTION_KINDS:
+        if info["kind"] in INTERSECTION_KINDS:
             # both passages list the answer among others
             assert any(words_in(alias, first["contents"]) for alias in target)
             continue
@@ -224,7 +228,7 @@ def test_bm25_finds_the_supporting_passages(rows, corpus):
 # -- every question has exactly one answer -----------------------------------------------------------------
 def template_slots(kind: str, question: str, country_names: set[str]) -> dict[str, str]:
     """Read the slots back out of a question of ``kind`` (the inverse of the template)."""
-    template = data.TEMPLATES[kind]
+    template = TEMPLATES[kind]
     if kind == "common_neighbour":  # two names joined by "and", which names may contain
         head, tail = template.split("{country}")
         middle, end = tail.split("{other}")
@@ -244,39 +248,39 @@ def template_slots(kind: str, question: str, country_names: set[str]) -> dict[st
 
 def test_every_question_has_exactly_one_answer(rows):
     """Solve every question by brute force over all the facts: exactly one value, and the target names it."""
-    countries = data.load_countries()
+    countries = load_countries()
     by_code = {c.code: c for c in countries}
-    synsets = data.load_wordnet()
-    defined_as: dict[str, list[data.Synset]] = defaultdict(list)
+    synsets = load_wordnet()
+    defined_as: dict[str, list[Synset]] = defaultdict(list)
     for synset in synsets.values():
         defined_as[norm(synset.definition)].append(synset)
 
-    def where(test) -> list[data.Country]:
+    def where(test) -> list[Country]:
         return [c for c in countries if test(c)]
 
-    def named(name: str) -> list[data.Country]:
+    def named(name: str) -> list[Country]:
         return where(lambda c: c.name == name)
 
-    def neighbours(countries_: list[data.Country]) -> list[data.Country]:
+    def neighbours(countries_: list[Country]) -> list[Country]:
         return [by_code[b] for c in countries_ for b in c.borders or ()]
 
-    def with_capital(capital: str) -> list[data.Country]:
+    def with_capital(capital: str) -> list[Country]:
         return where(lambda c: norm(c.capital) == norm(capital))
 
-    def with_calling_code(code: str) -> list[data.Country]:
+    def with_calling_code(code: str) -> list[Country]:
         return where(lambda c: code in c.calling_codes)
 
-    def with_tld(tld: str) -> list[data.Country]:
+    def with_tld(tld: str) -> list[Country]:
         return where(lambda c: tld.lower() in (t.lower() for t in c.tlds))
 
-    def with_division(division: str) -> list[data.Country]:
+    def with_division(division: str) -> list[Country]:
         return where(lambda c: norm(division) in {norm(d) for d in c.divisions})
 
     def capital(cs):
         return [c.capital for c in cs]
 
     def currency(cs):
-        return [data.CURRENCY_NAMES[code] for c in cs for code in c.currencies]
+        return [CURRENCY_NAMES[code] for c in cs for code in c.currencies]
 
     def calling_code(cs):
         return [f"+{code}" for c in cs for code in c.calling_codes]
@@ -330,7 +334,7 @@ def test_every_question_has_exactly_one_answer(rows):
             a for x in defined_as[norm(s["definition"])] for a in x.antonyms
         ),
     }
-    assert set(solvers) == set(data.TEMPLATES)
+    assert set(solvers) == set(TEMPLATES)
     country_names = {c.name for c in countries}
     for row in rows:
         kind = row["extra_info"]["kind"]
@@ -355,7 +359,7 @@ def test_loaders_and_default_task(folder, splits, corpus):
     task = data.default_task(3)
     assert task == data.default_task(3)
     assert set(task["extras"]) == {"data_source", "reward_spec", "extra_info", "question", "max_turns"}
-    assert task["prompt"] == data.make_prompt(task["extras"]["question"])
+    assert task["prompt"] == make_prompt(task["extras"]["question"])
     assert task["extras"]["extra_info"]["split"] == "test"
     assert len({data.default_task(seed)["extras"]["question"] for seed in range(20)}) > 10
 
@@ -363,11 +367,11 @@ def test_loaders_and_default_task(folder, splits, corpus):
 def test_missing_wordnet_names_the_package(monkeypatch, tmp_path):
     monkeypatch.setenv("WNSEARCHDIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="apt-get install wordnet-base"):
-        data.wordnet_dir()
+        wordnet_dir()
 
 
 def test_countries_are_cleaned():
-    countries = data.load_countries()
+    countries = load_countries()
     codes = [c.code for c in countries]
     assert len(codes) == len(set(codes)) and 230 <= len(codes) <= 260
     assert "SCG" not in codes and "ANT" not in codes  # states that no longer exist
@@ -376,7 +380,7 @@ def test_countries_are_cleaned():
         for b in c.borders or ():
             assert c.code in by_code[b].borders  # borders are kept only when both sides list them
     assert by_code["PRT"].borders == ("ESP",)
-    assert set(data.CURRENCY_NAMES) >= {code for c in countries for code in c.currencies}
+    assert set(CURRENCY_NAMES) >= {code for c in countries for code in c.currencies}
 
 
 @pytest.mark.slow
@@ -393,3 +397,25 @@ def test_concurrent_builds_leave_one_complete_dataset(monkeypatch, tmp_path):
     assert sorted(p.name for p in (tmp_path / "search").iterdir()) == [results[0].name]  # no staging left
     assert {p.name for p in results[0].iterdir()} == {"corpus.jsonl", "train.jsonl", "test.jsonl",
                                                      "train.parquet", "test.parquet", "stats.json"}  # fmt: skip
+
+
+def test_the_cache_folder_changes_with_any_builder_file(monkeypatch, tmp_path):
+    from skyrl_gym.datasets.search import build as builder
+
+    names = {path.name for path in builder._builder_files()}
+    assert {"wordnet.py", "countries.py", "corpus.py", "questions.py", "splits.py", "row_format.py", "build.py",
+            "rows.py"} <= names  # fmt: skip
+    assert data.dataset_dir(3).name == f"{data.DATASET_NAME}-v{builder.generator_version()}-seed3"
+    copies = []
+    for path in builder._builder_files():
+        copies.append(tmp_path / path.name)
+        copies[-1].write_bytes(path.read_bytes())
+    monkeypatch.setattr(builder, "_builder_files", lambda: copies)
+    versions = set()
+    for changed in (None, "splits.py", "rows.py"):
+        if changed:
+            (tmp_path / changed).write_text((tmp_path / changed).read_text() + "\n# changed\n")
+        builder.generator_version.cache_clear()
+        versions.add(builder.generator_version())
+    builder.generator_version.cache_clear()
+    assert len(versions) == 3

@@ -1,7 +1,7 @@
 """The default task set of ``searchcode``: questions that need a lookup and a calculation, offline.
 
 Each question combines two facts from the ``search`` environment's bundled corpus (the country passages
-built from the ``countryinfo`` package, see :mod:`skyrl_gym.envs.search.data`) with arithmetic: the sum of
+built from the ``countryinfo`` package, see :mod:`skyrl_gym.datasets.search`) with arithmetic: the sum of
 two international calling codes, the difference of two populations, the combined area of two countries,
 or a population density. The facts are the numbers exactly as the corpus writes them, so a model that
 searches and computes gets the answer; the answer is a whole number, given as ``<solution>#### N</solution>``.
@@ -48,7 +48,7 @@ def _shown_area(area: float) -> int:
 
 @functools.lru_cache(maxsize=1)
 def _countries() -> dict[str, tuple[Any, ...]]:
-    from skyrl_gym.envs.search.data import load_countries
+    from skyrl_gym.datasets.search.countries import load_countries
 
     countries = load_countries()
     return {
