@@ -310,6 +310,18 @@ def evaluate_rows(
     return metrics
 
 
+def _peak_rss_gb() -> float:
+    """Peak resident memory of this process so far (VmHWM), in GiB: the trainer with its in-process workers
+    and engine (worker processes of a group are not included)."""
+    import resource
+
+    with contextlib.suppress(OSError, StopIteration, ValueError):
+        with open("/proc/self/status") as status:
+            kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+        return round(kib / 2**20, 2)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)  # KiB on Linux
+
+
 class Trainer:
     """Runs a whole training job from a :class:`~skyrl_train.config.Config`; see the module docstring."""
 
@@ -432,6 +444,7 @@ class Trainer:
                 "time/train_s": t2 - t1,
                 "time/sync_s": sync_s,
                 "time/step_s": time.perf_counter() - t0,
+                "memory/peak_rss_gb": _peak_rss_gb(),
             }
         )
         return metrics
@@ -563,6 +576,7 @@ class Trainer:
             "train_prompts": len(self.train_set),
             "train_prompts_filtered": getattr(self.train_set, "num_filtered", 0),
             "eval_prompts": len(self.val_rows),
+            "peak_rss_gb": _peak_rss_gb(),
             "evaluations": evals,
         }
         summary["stages"] = [
