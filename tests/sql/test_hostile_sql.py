@@ -38,7 +38,8 @@ import pytest
 from shopdb import ENGINES, build_shop, sha256_of
 
 from skyrl_gym.envs.sql.database import QueryError, UnsafeQuery, close_idle_databases, open_database
-from skyrl_gym.envs.sql.db_worker import PRIVATE_PREFIX, live_workers, sweep_stale_folders
+from skyrl_gym.envs.sql.db_folders import PRIVATE_PREFIX, sweep_stale_folders
+from skyrl_gym.envs.sql.db_zygote import live_workers
 from skyrl_gym.envs.sql.safety import UnknownRelation
 
 TIMEOUT_S = 1.5
@@ -671,12 +672,12 @@ _CHILD = textwrap.dedent(
     """
     import os, sys, time
     from skyrl_gym.envs.sql.database import open_database
-    from skyrl_gym.envs.sql.db_worker import _ZYGOTE, live_workers
+    from skyrl_gym.envs.sql.db_zygote import ZYGOTE, live_workers
     db = open_database(sys.argv[1], duckdb_config={"memory_limit": "64MB", "threads": 1})
     db.execute(
         "SELECT COUNT(DISTINCT x) FROM (SELECT (i * 7919) % 5000003 AS x, repeat('y', 40) AS pad "
         "FROM range(3000000) t(i) ORDER BY pad, x)", timeout_s=60)
-    print(_ZYGOTE.proc.pid, *live_workers(), flush=True)
+    print(ZYGOTE.proc.pid, *live_workers(), flush=True)
     time.sleep(600)
     """
 )

@@ -16,7 +16,7 @@ model goes through :meth:`Database.execute`, which
 The connections themselves refuse to write or to read anything but the database, whatever the guard lets
 through (:mod:`.db_duckdb`, :mod:`.db_sqlite`). Each worker keeps its temporary files (DuckDB's spill files)
 in a private folder that it removes when it ends; the folders of workers that were killed are removed when
-the next database opens (:func:`~.db_worker.sweep_stale_folders`).
+the next database opens (:func:`~.db_folders.sweep_stale_folders`).
 
 Errors raised for a query (:class:`QueryError` and its subclasses) carry a message written for the model,
 without host paths, and a ``kind``: ``syntax``, ``schema`` (unknown table or column), ``execution``,
@@ -48,7 +48,8 @@ from skyrl_gym.envs.sql.db_base import (
     transpile_query,
 )
 from skyrl_gym.envs.sql.db_client import Database, DuckDBDatabase, SQLiteDatabase
-from skyrl_gym.envs.sql.db_worker import POOLS, WORKER_LINGER_S, sweep_stale_folders
+from skyrl_gym.envs.sql.db_folders import sweep_stale_folders
+from skyrl_gym.envs.sql.db_pool import POOLS, WORKER_LINGER_S
 
 __all__ = [
     "DATA_LAYOUTS",
@@ -76,7 +77,7 @@ __all__ = [
 ]
 
 DUCKDB_LINGER_S = WORKER_LINGER_S
-"""The former name of :data:`~.db_worker.WORKER_LINGER_S` (it now applies to both engines)."""
+"""The former name of :data:`~.db_pool.WORKER_LINGER_S` (it now applies to both engines)."""
 
 DATA_LAYOUTS: dict[str, tuple[str, ...]] = {
     "synsql": ("SynSQL-2.5M/databases/{db_id}/{db_id}.sqlite",),
@@ -130,11 +131,11 @@ def open_database(
             DuckDB); ``"duckdb"`` or ``"sqlite"`` force one.
         duckdb_config: DuckDB settings for the query workers over :data:`~.db_duckdb.DEFAULT_CONFIG` (for
             example ``{"threads": 2, "memory_limit": "2GB"}``: each worker may use that plus
-            :data:`~.db_worker.MEMORY_SLACK_BYTES`); the safety settings cannot be overridden.
+            :data:`~.db_serve.MEMORY_SLACK_BYTES`); the safety settings cannot be overridden.
         sqlite_temp_store: where SQLite keeps the temporary tables of a sort or a ``GROUP BY``: ``"memory"``
             (the default: nothing on disk, but such queries cost up to 1.5-2x the CPU), or ``"file"`` (SQLite's
             own default: files in the query worker's private folder, deleted as soon as they are made; each
-            is capped at :data:`~.db_worker.TEMP_FILE_LIMIT_BYTES`).
+            is capped at :data:`~.db_serve.TEMP_FILE_LIMIT_BYTES`).
 
     Raises:
         FileNotFoundError: no file at ``path`` (the message names the path tried).

@@ -214,7 +214,7 @@ def transpile_query(sql: str, source: str, target: str) -> str:
 
 # -- the engine, inside the worker -------------------------------------------------------------------------
 class Engine:
-    """A read-only connection inside a query worker (one per worker; see :mod:`.db_worker`).
+    """A read-only connection inside a query worker (one per worker; see :mod:`.db_serve`).
 
     Subclasses open the file in ``__init__(path, options, private_dir)``, where ``private_dir`` is the
     worker's own temporary folder, removed when the worker ends.

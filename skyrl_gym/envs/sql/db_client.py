@@ -29,7 +29,7 @@ from skyrl_gym.envs.sql.db_base import (
     transpile_query,
 )
 from skyrl_gym.envs.sql.db_duckdb import DEFAULT_CONFIG, SAFE_CONFIG
-from skyrl_gym.envs.sql.db_worker import POOLS
+from skyrl_gym.envs.sql.db_pool import POOLS
 from skyrl_gym.errors import Error
 
 __all__ = ["Database", "DuckDBDatabase", "SQLiteDatabase"]
