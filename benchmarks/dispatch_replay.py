@@ -347,7 +347,7 @@ def print_table(rows: list[dict], args: argparse.Namespace) -> None:
     """One line per share; walls in replayed (measured-scale) seconds."""
     print(
         f"\n{args.jobs} jobs, {args.slots} generation slots, R lognormal sigma {args.generation_sigma}, I and E "
-        f"replayed from {args.env} measurements ({MEASURED_ON or 'this run'}), {args.clock} clock"
+        f"replayed from {args.env} measurements ({'measured in this run' if args.measure else MEASURED_ON}), {args.clock} clock"
     )
     names = ("async_batch", "fixed_pool", "async_pipeline", "pipeline_first", "pipeline_auto")
     print(
