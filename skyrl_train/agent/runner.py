@@ -7,6 +7,7 @@ the dispatcher (``generator.dispatcher``) schedules; the results come back order
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,9 +21,9 @@ from skyrl_train.dispatch.base import Dispatcher, StageTimeouts
 from skyrl_train.generator.base import Generator, GeneratorOutput, TrajectoryResult
 
 if TYPE_CHECKING:
-    pass
+    from skyrl_train.config.schema import GeneratorConfig
 
-__all__ = ["AgentRunner"]
+__all__ = ["AgentRunner", "agent_kwargs_from_config", "dispatcher_family", "dispatcher_from_config"]
 
 
 class AgentRunner(Generator):
@@ -116,8 +117,6 @@ class AgentRunner(Generator):
         """
         if not _is_config(config) and _is_config(engine):
             config, engine = engine, config
-        from skyrl_train.dispatch import make_dispatcher
-
         gen, environment = config.generator, config.environment
         kwargs: dict[str, Any] = dict(
             env_configs=environment.skyrl_gym,
@@ -128,7 +127,8 @@ class AgentRunner(Generator):
             max_tokens_per_trajectory=gen.max_tokens_per_trajectory,
             env_timeout_s=gen.env_timeout_s,
             env_close_timeout_s=gen.env_close_timeout_s,
-            dispatcher=make_dispatcher(gen.dispatcher, max_concurrency=gen.max_concurrent_trajectories),
+            dispatcher=dispatcher_from_config(gen),
+            agent_kwargs=agent_kwargs_from_config(gen),
         )
         kwargs.update(overrides)
         return cls(engine, tokenizer, **kwargs)
@@ -211,3 +211,67 @@ class AgentRunner(Generator):
 
 def _is_config(obj: Any) -> bool:
     return hasattr(obj, "generator") and hasattr(obj, "environment")
+
+
+# -- the config's readers ---------------------------------------------------------------------------------
+def dispatcher_family(name: str) -> str | None:
+    """Which built-in dispatcher ``name`` is or builds on (``"fixed_pool"``, ``"async_pipeline"``,
+    ``"async_batch"``), so that its section of the config applies; ``None`` for another kind."""
+    from skyrl_train.dispatch import DISPATCHERS
+    from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
+    from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
+
+    factory = DISPATCHERS.get(name)
+    for family, base in (
+        ("fixed_pool", FixedPoolDispatcher),
+        ("async_pipeline", AsyncPipelineDispatcher),
+        ("async_batch", AsyncBatchDispatcher),
+    ):
+        if isinstance(factory, type) and issubclass(factory, base):
+            return family
+    return None
+
+
+def _accepts(factory: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def dispatcher_from_config(gen: GeneratorConfig) -> Dispatcher:
+    """The dispatcher of ``generator.dispatcher`` sized by its section of the config.
+
+    Every dispatcher gets ``max_concurrency`` (``generator.max_concurrent_trajectories``) and, when its
+    factory takes them, the per-stage deadlines (``generator.stage_timeouts``); ``fixed_pool`` takes its
+    workers from ``generator.fixed_pool``, ``async_pipeline`` its caps from ``generator.async_pipeline``.
+    """
+    from skyrl_train.dispatch import DISPATCHERS
+
+    factory = DISPATCHERS.get(gen.dispatcher)
+    family = dispatcher_family(gen.dispatcher)
+    kwargs: dict[str, Any] = {"max_concurrency": gen.max_concurrent_trajectories}
+    if family is not None or _accepts(factory, "timeouts"):
+        kwargs["timeouts"] = StageTimeouts(**gen.stage_timeouts.model_dump())
+    if family == "fixed_pool" and gen.fixed_pool.num_workers is not None:
+        kwargs["max_concurrency"] = gen.fixed_pool.num_workers
+    if family == "async_pipeline":
+        kwargs.update(gen.async_pipeline.model_dump())
+    return factory(**kwargs)
+
+
+def agent_kwargs_from_config(gen: GeneratorConfig) -> dict[str, Any]:
+    """The agent's own settings from the config: ``react=`` (``generator.react``, its ``max_turns``
+    defaulting to ``generator.max_turns``) for the react agent and agents built on it, none for others."""
+    from skyrl_train.agent.react import ReActTrajectory
+
+    trajectory_class = agent_class(gen.agent)
+    if not (isinstance(trajectory_class, type) and issubclass(trajectory_class, ReActTrajectory)):
+        return {}
+    react = gen.react.model_dump()
+    if react["max_turns"] is None:
+        react["max_turns"] = gen.max_turns
+    if react["tools"] is not None:
+        react["tools"] = tuple(react["tools"])
+    return {"react": react}

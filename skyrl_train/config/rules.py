@@ -3,12 +3,12 @@ message names every field involved and how to fix it; all of them are reported a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skyrl_train.dispatch import DISPATCHERS
 
 if TYPE_CHECKING:
-    from skyrl_train.config.schema import Config, TrainerConfig
+    from skyrl_train.config.schema import Config, GeneratorConfig, TrainerConfig
 
 __all__ = ["BUILTIN_ADVANTAGE_ESTIMATORS", "BUILTIN_POLICY_LOSSES", "check_rules"]
 
@@ -32,6 +32,7 @@ def check_rules(cfg: Config) -> list[str]:
     errors += _check_registered(a.policy_loss_type, BUILTIN_POLICY_LOSSES, "POLICY_LOSSES")
     errors += _check_dispatcher(g.dispatcher)
     errors += _check_agent(g.agent)
+    errors += _check_sections(g)
 
     # 2. GAE needs a critic, and a critic is only loaded for an estimator that uses it.
     has_critic = t.critic.model.path is not None
@@ -228,3 +229,41 @@ def _check_agent(name: str) -> list[str]:
     if name in AGENTS:
         return []
     return [AGENTS.unknown_message(name)]
+
+
+def _check_sections(g: GeneratorConfig) -> list[str]:
+    """A dispatcher's or agent's own section is set only when that dispatcher or agent runs (else it would do
+    nothing), and the react tools are registered."""
+    from skyrl_train.agent.registry import AGENTS
+    from skyrl_train.agent.runner import dispatcher_family
+
+    errors: list[str] = []
+    if g.dispatcher in DISPATCHERS:
+        family = dispatcher_family(g.dispatcher)
+        for section in ("fixed_pool", "async_pipeline"):
+            changed = _changed_keys(getattr(g, section))
+            if changed and family != section:
+                errors.append(
+                    f"generator.{section}.{changed[0]} is set but generator.dispatcher={g.dispatcher!r} is not "
+                    f"{section}: set generator.dispatcher={section} or leave generator.{section} out"
+                )
+    if g.agent in AGENTS:
+        from skyrl_train.agent.react import ReActTrajectory
+
+        agent = AGENTS.get(g.agent)
+        changed = _changed_keys(g.react)
+        if changed and not (isinstance(agent, type) and issubclass(agent, ReActTrajectory)):
+            errors.append(
+                f"generator.react.{changed[0]} is set but generator.agent={g.agent!r} is not a react agent: "
+                "set generator.agent=react or leave generator.react out"
+            )
+    if g.react.tools is not None:
+        from skyrl_train.agent.tools import TOOLS
+
+        errors += [TOOLS.unknown_message(name) for name in g.react.tools if name not in TOOLS]
+    return errors
+
+
+def _changed_keys(section: Any) -> list[str]:
+    default = type(section)().model_dump()
+    return [key for key, value in section.model_dump().items() if value != default[key]]

@@ -29,21 +29,25 @@ from skyrl_train.config.rules import check_rules
 
 __all__ = [
     "AlgorithmConfig",
+    "AsyncPipelineConfig",
     "Config",
     "CriticConfig",
     "DataConfig",
     "EMBEDDED_MODEL",
     "EnvironmentConfig",
     "FSDPConfig",
+    "FixedPoolConfig",
     "GeneratorConfig",
     "ModelConfig",
     "OptimizerConfig",
     "OptionalModelConfig",
     "PlacementConfig",
     "PolicyConfig",
+    "ReActSettings",
     "RefConfig",
     "SamplingParams",
     "SamplingParamsConfig",
+    "StageTimeoutsConfig",
     "TrainerConfig",
     "WarmupConfig",
 ]
@@ -379,6 +383,72 @@ SamplingParamsConfig = SamplingParams
 """The former name of the sampling section's type (the same class)."""
 
 
+class StageTimeoutsConfig(Section):
+    """Per-stage deadlines of every dispatcher, in seconds (null: no deadline). A stage past its deadline is
+    cancelled and that trajectory alone ends in error (``<stage> did not finish within N s``); each
+    environment call inside a stage is bounded as well, by ``generator.env_timeout_s``."""
+
+    initialize: Float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Set-up of one trajectory (make the environment, start its container, init)."""
+    generate: Float | None = Field(None, gt=0, allow_inf_nan=False)
+    """The episode of one trajectory (model turns and environment steps)."""
+    evaluate: Float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Verification after the episode (the environment's evaluate(), its metrics)."""
+    release: Float | None = Field(120.0, gt=0, allow_inf_nan=False)
+    """Closing one trajectory's environment (or handing it to its worker for reuse); bounded by default,
+    since a job that never lets go would hold its worker."""
+
+
+class FixedPoolConfig(Section):
+    """Settings of ``generator.dispatcher=fixed_pool``: long-lived workers, each running one trajectory at a
+    time and keeping its resources (a started environment) for the next one."""
+
+    num_workers: int | None = Field(None, ge=1)
+    """Workers of the pool; null: generator.max_concurrent_trajectories."""
+
+
+class AsyncPipelineConfig(Section):
+    """Settings of ``generator.dispatcher=async_pipeline``: set-up, generation and verification as stages
+    with their own workers. The generation slots are generator.max_concurrent_trajectories. A cap left null
+    adapts after every batch to the stage times measured (Little's law)."""
+
+    initialize_concurrency: int | None = Field(None, ge=1)
+    """Set-ups at once (never more than max_ahead); null: adapts."""
+    evaluate_concurrency: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("evaluate_concurrency", "max_eval_parallel_agents")
+    )
+    """Verifications at once (SkyRL-Agent's max_eval_parallel_agents); null: adapts."""
+    max_ahead: int | None = Field(None, ge=1)
+    """Trajectories set up (or setting up) that wait for a generation slot, at most; null: adapts."""
+    max_behind: int | None = Field(None, ge=1)
+    """Generated trajectories waiting for a verification worker, at most; null: the verification workers."""
+    headroom: Float = Field(1.5, gt=0, allow_inf_nan=False)
+    """How much more than Little's law the adapting caps get (covers the spread of stage times)."""
+
+
+class ReActSettings(Section):
+    """Settings of ``generator.agent=react``: the ReAct loop over tools in the OpenAI tool-call format
+    (see skyrl_train.agent.react.ReActConfig)."""
+
+    tools: StrList | None = None
+    """Tool names from the TOOLS registry (bash, editor, code_search, python, sql, search, finish, or your own);
+    null: every registered tool the task's workspace can run. finish is always offered."""
+    max_turns: int | None = Field(None, ge=1)
+    """Actions per episode before it ends truncated (max_turns); null: generator.max_turns."""
+    max_repeats: int = Field(3, ge=1)
+    """The same tool call this many times in a row ends the episode (stuck_loop)."""
+    max_tool_timeouts: int = Field(3, ge=1)
+    """Tool calls that may run out of time before the episode ends (tool_timeouts)."""
+    tool_timeout_s: Float = Field(30.0, gt=0, allow_inf_nan=False)
+    """Seconds one command of a tool may run."""
+    max_context: int = Field(200_000, ge=1)
+    """Size of the conversation in characters that ends the episode (context)."""
+    max_calls_per_turn: int = Field(4, ge=1)
+    """Tool calls run per model turn; later ones are skipped with a note."""
+    max_tool_output_chars: int = Field(10_000, ge=100)
+    """Characters of one tool result the model sees (its beginning and end are kept)."""
+
+
 class GeneratorConfig(Section):
     """Rollouts: the inference engine and the multi-turn generator."""
 
@@ -429,7 +499,16 @@ class GeneratorConfig(Section):
     """The agent each trajectory plays, by name in skyrl_train.agent's registry: multi_turn (the environment's
     own protocol, turn by turn), react (OpenAI-style tool calls over the environment's tools) or your own."""
     max_concurrent_trajectories: int = Field(64, ge=1)
-    """Most trajectories in flight at once."""
+    """Most trajectories in flight at once: async_batch's max_concurrency, fixed_pool's workers (unless
+    generator.fixed_pool.num_workers), async_pipeline's generation slots."""
+    stage_timeouts: StageTimeoutsConfig = Field(default_factory=StageTimeoutsConfig)
+    """Per-stage deadlines of the dispatcher."""
+    fixed_pool: FixedPoolConfig = Field(default_factory=FixedPoolConfig)
+    """Settings of the fixed_pool dispatcher."""
+    async_pipeline: AsyncPipelineConfig = Field(default_factory=AsyncPipelineConfig)
+    """Settings of the async_pipeline dispatcher."""
+    react: ReActSettings = Field(default_factory=ReActSettings)
+    """Settings of the react agent."""
     env_timeout_s: Float = Field(300.0, gt=0, allow_inf_nan=False)
     """Deadline of each environment make/init/step call, over the environment's own budgets; past it the call
     is abandoned (the environment's abandon() stops its work) and the trajectory ends in error."""

@@ -106,6 +106,38 @@ CONTEXT: dict[str, list[str]] = {
 }
 for _key in ("lr", "adam_betas", "weight_decay", "max_grad_norm", "num_warmup_steps", "scheduler"):
     CONTEXT[f"trainer.critic.optimizer_config.{_key}"] = GAE
+# A dispatcher's and an agent's own sections act when that dispatcher or agent runs (set otherwise: refused).
+CONTEXT["generator.fixed_pool.num_workers"] = ["generator.dispatcher=fixed_pool"]
+for _key in ("initialize_concurrency", "evaluate_concurrency", "max_ahead", "max_behind", "headroom"):
+    CONTEXT[f"generator.async_pipeline.{_key}"] = ["generator.dispatcher=async_pipeline"]
+_REACT_KEYS = (
+    "tools",
+    "max_turns",
+    "max_repeats",
+    "max_tool_timeouts",
+    "tool_timeout_s",
+    "max_context",
+    "max_calls_per_turn",
+    "max_tool_output_chars",
+)
+for _key in _REACT_KEYS:
+    CONTEXT[f"generator.react.{_key}"] = ["generator.agent=react"]
+
+# Where the dispatcher's and the agent's keys must arrive: the dispatcher built from the config, and the
+# settings of a trajectory of the agent built from it.
+REACHES: dict[str, str] = {
+    **{
+        f"generator.stage_timeouts.{stage}": f"generator.dispatcher.timeouts.{stage}"
+        for stage in ("initialize", "generate", "evaluate", "release")
+    },  # fmt: skip
+    "generator.fixed_pool.num_workers": "generator.dispatcher.max_concurrency",
+    "generator.async_pipeline.initialize_concurrency": "generator.dispatcher.initialize_concurrency",
+    "generator.async_pipeline.evaluate_concurrency": "generator.dispatcher.evaluate_concurrency",
+    "generator.async_pipeline.max_ahead": "generator.dispatcher.max_ahead",
+    "generator.async_pipeline.max_behind": "generator.dispatcher._max_behind",
+    "generator.async_pipeline.headroom": "generator.dispatcher.headroom",
+    **{f"generator.react.{key}": f"generator.react_trajectory.{key}" for key in _REACT_KEYS},
+}
 
 # Changed values where "the next valid value" is not obvious from the type.
 CHANGED: dict[str, Any] = {
@@ -172,6 +204,17 @@ CHANGED: dict[str, Any] = {
     "generator.eval_sampling_params.stop_token_ids": [7],
     "generator.eval_sampling_params.seed": 7,
     "generator.dispatcher": "wiring_test_dispatcher",
+    "generator.stage_timeouts.initialize": 50.0,
+    "generator.stage_timeouts.generate": 50.0,
+    "generator.stage_timeouts.evaluate": 50.0,
+    "generator.stage_timeouts.release": 60.0,
+    "generator.fixed_pool.num_workers": 3,
+    "generator.async_pipeline.initialize_concurrency": 3,
+    "generator.async_pipeline.evaluate_concurrency": 3,
+    "generator.async_pipeline.max_ahead": 5,
+    "generator.async_pipeline.max_behind": 2,
+    "generator.react.tools": ["bash", "finish"],
+    "generator.react.max_turns": 5,
     "generator.agent": "wiring_test_agent",
     "trainer.strategy": "megatron",
     "trainer.run_name": "other_run",
@@ -423,9 +466,12 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
         "settings": {
             k: v for k, v in vars(generator).items() if isinstance(v, (int, float, str, dict, type(None)))
         },
-        "dispatcher": (type(generator.dispatcher).__name__, generator.dispatcher.max_concurrency),
+        "dispatcher": _dispatcher_settings(generator.dispatcher),
         "agent": generator.trajectory_class.__name__,
     }
+    job = generator.trajectory({"prompt": "q", "env_class": "x"}, config.generator.sampling_params)
+    if hasattr(job, "react_config"):
+        seen["generator"]["react_trajectory"] = dataclasses.asdict(job.react_config)
 
     tracker = Tracker.from_config(config)
     try:
@@ -438,6 +484,16 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
     finally:
         tracker.close()
     return _plain(seen)
+
+
+def _dispatcher_settings(dispatcher: Any) -> dict[str, Any]:
+    """The class of the dispatcher, its sizes and caps, and its per-stage deadlines."""
+    settings: dict[str, Any] = {
+        k: v for k, v in vars(dispatcher).items() if isinstance(v, (int, float, str, type(None)))
+    }
+    settings["class"] = type(dispatcher).__name__
+    settings["timeouts"] = dataclasses.asdict(dispatcher.timeouts)
+    return settings
 
 
 def _difference(a: Any, b: Any, where: str = "") -> list[str]:
@@ -492,6 +548,8 @@ def test_every_key_of_the_schema_has_a_reader(world, custom_dispatcher):
             changed_value = getattr(changed_value, part)
         assert changed_value != current, f"{key}: the override did not change the config"
         differences = _difference(seen(before), seen(after))
+        if key in REACHES:
+            assert REACHES[key] in differences, f"{key} did not reach {REACHES[key]} (changed: {differences})"
         if differences:
             proved[key] = ", ".join(differences[:3])
         else:
