@@ -13,11 +13,7 @@ from skyrl_gym.datasets.sql.synth.schema import (
 )
 
 LEVELS = ("easy", "medium", "hard", "extra")
-
-
 MAX_ROWS = 40
-
-
 """A gold answer with more rows than this is a dump, not an answer; such candidates are dropped."""
 
 
@@ -48,8 +44,6 @@ class Template:
 
 
 GENERIC_TEMPLATES: list[Template] = []
-
-
 """The templates every domain uses (domain modules may add their own)."""
 
 
