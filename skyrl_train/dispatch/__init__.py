@@ -5,11 +5,16 @@
   :func:`run_job`) and the counters (:class:`DispatchStats`).
 - :class:`~skyrl_train.dispatch.async_batch.AsyncBatchDispatcher` (``"async_batch"``): the batch's jobs as
   asyncio tasks with a concurrency limit.
+- :class:`~skyrl_train.dispatch.fixed_pool.FixedPoolDispatcher` (``"fixed_pool"``): N long-lived workers,
+  each keeping its :class:`WorkerSlot` (e.g. a started container) between the trajectories it runs.
+- :class:`~skyrl_train.dispatch.async_pipeline.AsyncPipelineDispatcher` (``"async_pipeline"``): set-up,
+  generation and verification as stages with their own caps and bounded queues between them.
 
 :func:`make_dispatcher` builds one by name; :func:`register_dispatcher` adds a strategy.
 """
 
 from skyrl_train.dispatch.async_batch import AsyncBatchDispatcher
+from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
 from skyrl_train.dispatch.base import (
     DISPATCHERS,
     STAGES,
@@ -29,13 +34,16 @@ from skyrl_train.dispatch.base import (
     run_job,
     run_stage,
 )
+from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
 
 __all__ = [
     "DISPATCHERS",
     "STAGES",
     "AsyncBatchDispatcher",
+    "AsyncPipelineDispatcher",
     "DispatchStats",
     "Dispatcher",
+    "FixedPoolDispatcher",
     "Job",
     "JobFailure",
     "PlainJob",
