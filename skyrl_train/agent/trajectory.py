@@ -29,9 +29,10 @@ deadlines (:mod:`skyrl_gym.vector`), so the event loop never blocks.
 
 from __future__ import annotations
 
+import asyncio
 import copy
-import functools
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -142,7 +143,7 @@ class Trajectory:
     # -- stages -----------------------------------------------------------------------------------------
     async def initialize_trajectory(self, slot: WorkerSlot | None = None) -> None:
         """Make the environment, ask it to defer verification when it can, and init it."""
-        from skyrl_gym.vector import acall, ainit
+        from skyrl_gym.vector import ainit
 
         runner, result = self.runner, self._result
         self.slot = slot
@@ -150,11 +151,7 @@ class Trajectory:
             env_class, prompt, extras = split_row(self.row, runner.default_env_class)
             result.env_class = env_class
             started = time.monotonic()
-            env = await acall(
-                functools.partial(runner._make_env, env_class, extras),
-                runner.env_timeout_s,
-                on_late=_close_late_env,
-            )
+            env = await self._make_env(env_class, extras)
             self.env = self.task_env = env
             runner._env_types.setdefault(env_class, type(getattr(env, "unwrapped", env)))
             if getattr(env, "supports_deferred_verification", False) is True:
@@ -170,6 +167,38 @@ class Trajectory:
         except Exception as exc:  # make, init: the trajectory ends in error, the batch goes on
             self._log_failure()
             self._fail(_describe(exc))
+
+    async def _make_env(self, env_class: str, extras: dict[str, Any]) -> Any:
+        """The row's environment, made on a thread within ``env_timeout_s``.
+
+        An environment that is made after the trajectory gave up on it is closed, whether the trajectory gave
+        up at the deadline or was cancelled (the dispatcher's initialize deadline, a cancelled run): one made
+        while the stage was being cancelled is handed to :meth:`release`, one made later is closed on the
+        thread that made it.
+        """
+        from skyrl_gym.vector import acall
+
+        lock = threading.Lock()
+        state: dict[str, Any] = {"given_up": False, "env": None}
+
+        def make() -> Any:
+            env = self.runner._make_env(env_class, extras)
+            with lock:
+                state["env"] = env
+                late = state["given_up"]
+            if late:
+                _close_late_env(env)
+            return env
+
+        try:
+            return await acall(make, self.runner.env_timeout_s, on_late=_close_late_env)
+        except asyncio.CancelledError:
+            with lock:
+                state["given_up"] = True
+                made = state["env"]
+            if made is not None:
+                self.env = self.task_env = made  # made, not yet returned: release() closes it
+            raise
 
     async def generate_trajectory(self) -> None:
         """The turn loop: model turns and environment steps until the episode or a budget ends."""

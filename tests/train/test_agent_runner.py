@@ -230,3 +230,46 @@ def test_rollout_plays_the_stages_without_a_dispatcher(tokenizer):
     result = run(runner.rollout(row("agent_test_deferred"), params(), group_id=3, sample_index=1))
     assert (result.reward, result.group_id, result.sample_index) == (1.0, 3, 1)
     assert made[0].closed and threading.active_count() >= 1
+
+
+class SlowToMake(CountdownEnv):
+    """Its constructor waits for ``gate`` (a container that takes long to start); counts makes and closes."""
+
+    entered = threading.Event()
+    gate = threading.Event()
+    closed = threading.Event()
+    makes = 0
+    closes = 0
+
+    def __init__(self, env_config=None, extras=None):
+        SlowToMake.entered.set()
+        SlowToMake.gate.wait(30)
+        super().__init__(env_config, extras)
+        SlowToMake.makes += 1
+
+    def close(self):
+        SlowToMake.closes += 1
+        SlowToMake.closed.set()
+
+
+def test_an_env_made_after_its_initialize_stage_was_cancelled_is_closed(tokenizer):
+    for event in (SlowToMake.entered, SlowToMake.gate, SlowToMake.closed):
+        event.clear()
+    SlowToMake.makes = SlowToMake.closes = 0
+    skyrl_gym.register("agent_test_slow_to_make", entry_point=SlowToMake)
+    try:
+        # the dispatcher's initialize deadline cancels the stage while the env is still being made on a thread
+        runner = AgentRunner(
+            ScriptedEngine(tokenizer, answer("4")),
+            dispatcher=AsyncBatchDispatcher(2, timeouts={"initialize": 2.0}),
+            env_timeout_s=60.0,
+        )
+        (trajectory,) = run(runner.run([row("agent_test_slow_to_make")], 1, params())).trajectories
+        assert trajectory.end == "error" and trajectory.error == "initialize did not finish within 2 s"
+        assert SlowToMake.entered.is_set() and SlowToMake.makes == 0  # cancelled while being made
+        SlowToMake.gate.set()
+        assert SlowToMake.closed.wait(30), "the env made after the cancellation was never closed"
+        assert (SlowToMake.makes, SlowToMake.closes) == (1, 1)
+    finally:
+        SlowToMake.gate.set()
+        skyrl_gym.deregister("agent_test_slow_to_make")
