@@ -4,7 +4,9 @@ environment package in its code.
 What is specific to a task (a reference answer, stop strings, how to score) comes from the environment
 through the contract; recipes (YAML) may name environments, and so may docstrings and comments. The scan reads
 each module's syntax tree: string constants that are not documentation (a bare string statement is one),
-imports, and nothing else.
+imports, and nothing else. A workspace capability asked for by name (``workspace.supports("python")``, a
+tool's ``requires=("search",)``) is not an environment: tools need capabilities, whichever environment lends
+them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import skyrl_gym
 import skyrl_train
+from skyrl_gym.tools.workspace import CAPABILITIES
 
 PACKAGE = Path(skyrl_train.__file__).parent
 
@@ -60,8 +63,31 @@ def _documentation(tree: ast.AST) -> set[int]:
     }
 
 
+def _capability_names(tree: ast.AST) -> set[int]:
+    """ids of the string constants that name a workspace capability where a capability is asked for: the
+    arguments of ``supports(...)`` and the ``requires=`` of a tool. A tool needs a capability of the workspace
+    it runs in (``"python"``, ``"search"``), which any environment may lend: it decides nothing by
+    environment. The same word anywhere else (``env_class == "python"``) still counts."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        asked: list[ast.AST] = []
+        if (isinstance(func, ast.Attribute) and func.attr == "supports") or (
+            isinstance(func, ast.Name) and func.id == "supports"
+        ):
+            asked += node.args
+        asked += [keyword.value for keyword in node.keywords if keyword.arg == "requires"]
+        for value in asked:
+            for leaf in ast.walk(value):
+                if isinstance(leaf, ast.Constant) and leaf.value in CAPABILITIES:
+                    found.add(id(leaf))
+    return found
+
+
 def _hits(relative: str, tree: ast.AST, ids: set[str], tags: set[str], stops: set[str]) -> list[str]:
-    docs = _documentation(tree)
+    docs = _documentation(tree) | _capability_names(tree)
     distinctive = [re.compile(rf"(?<![\w.]){re.escape(i)}(?![\w])") for i in sorted(ids - ENGLISH_IDS)]
     tag_marks = sorted(
         {f"<{t}>" for t in tags} | {f"</{t}>" for t in tags} | {f"<{t}/>" for t in tags} | stops
@@ -121,7 +147,23 @@ def test_the_scan_finds_names_in_code_and_skips_documentation(tmp_path):
     (tmp_path / "good.py").write_text(
         '"""Nothing here: the search never lands on text2sql."""\nX = "level"\n'
     )
+    (tmp_path / "tool.py").write_text(
+        "@agent_tool(requires=('python', 'run'))\n"
+        "def run_code(workspace, code):\n"
+        "    return workspace.python(code) if workspace.supports('python') else workspace.run(code)\n"
+    )
+    (tmp_path / "decides.py").write_text(
+        "def pick(workspace, env_class):\n"
+        "    if env_class == 'python' and workspace.supports('search'):\n"
+        "        return supports_for('search')\n"
+    )
     hits = scan(tmp_path)
-    assert {h.split(":")[0] for h in hits} == {"bad.py"}, hits
+    assert {h.split(":")[0] for h in hits} == {"bad.py", "decides.py"}, hits
+    # a capability asked for is not an environment; the same word deciding by environment still is
+    assert sorted(h for h in hits if h.startswith("decides.py")) == [
+        "decides.py:2: the environment id 'python'",
+        "decides.py:3: the environment id 'search'",
+    ], hits
+    hits = [h for h in hits if h.startswith("bad.py")]
     assert sorted({int(h.split(":")[1]) for h in hits}) == [2, 3, 4, 8], hits
     assert sum(h.startswith("bad.py:3:") for h in hits) == 3, hits  # the id and both tags
