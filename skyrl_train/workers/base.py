@@ -36,6 +36,7 @@ from skyrl_train.workers.batching import (
     Batch,
     batch_tensors,
     iter_micro_batches,
+    iter_token_micro_batches,
     micro_batch_weight,
     num_sequences,
     pack_micro_batch,
@@ -157,7 +158,8 @@ class FSDPWorker:
         cpu_offload: bool = False,
         trainable: bool = True,
         packed: bool = True,
-        logits_chunk_size: int = 256,
+        logits_chunk_size: int = 128,
+        max_tokens_per_micro_batch: int | None = 1024,
     ) -> None:
         if micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
@@ -179,6 +181,12 @@ class FSDPWorker:
         if logits_chunk_size < 1:
             raise ValueError(f"logits_chunk_size must be >= 1, got {logits_chunk_size}")
         self.logits_chunk_size = int(logits_chunk_size)
+        if max_tokens_per_micro_batch is not None and max_tokens_per_micro_batch < 1:
+            raise ValueError(
+                f"max_tokens_per_micro_batch must be >= 1 or None, got {max_tokens_per_micro_batch}"
+            )
+        # the packed path also cuts micro-batches by tokens: activation memory follows tokens, not rows
+        self.max_tokens_per_micro_batch = max_tokens_per_micro_batch if self.packed else None
         self.last_forward_tokens = 0
         self.last_forward_attended = 0
 
@@ -363,6 +371,12 @@ class FSDPWorker:
             with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
                 entropy = pad_right(entropy_from_logits(logits), response_len)
         return log_probs, entropy
+
+    def _train_micro_batches(self, tensors: Mapping[str, torch.Tensor]) -> Iterator[dict]:
+        """The micro-batches of a train step: ``micro_batch_size`` rows at most and, on the packed path,
+        ``max_tokens_per_micro_batch`` tokens (each loss is weighted by its share, so any split gives the
+        same step)."""
+        return iter_token_micro_batches(tensors, self.micro_batch_size, self.max_tokens_per_micro_batch)
 
     def _metric_device(self) -> Any:
         return self.device if self.device.type == "cuda" else "cpu"

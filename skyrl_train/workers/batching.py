@@ -23,6 +23,7 @@ __all__ = [
     "batch_size",
     "batch_tensors",
     "iter_micro_batches",
+    "iter_token_micro_batches",
     "micro_batch_weight",
     "PackedBatch",
     "num_sequences",
@@ -73,6 +74,36 @@ def iter_micro_batches(tensors: Mapping[str, torch.Tensor], micro_batch_size: in
     size = batch_size(tensors)
     for start in range(0, size, micro_batch_size):
         yield slice_batch(tensors, start, min(start + micro_batch_size, size))
+
+
+def iter_token_micro_batches(
+    tensors: Mapping[str, torch.Tensor], micro_batch_size: int, max_tokens: int | None
+) -> Iterator[dict]:
+    """Consecutive slices of at most ``micro_batch_size`` rows and, past the first row of a slice, at most
+    ``max_tokens`` tokens as :func:`pack_micro_batch` lays them out (a prompt already in the slice costs
+    nothing again). Activation memory grows with those tokens, so this bounds it whatever the lengths.
+    ``max_tokens=None``: rows only, as :func:`iter_micro_batches`.
+    """
+    if max_tokens is None:
+        yield from iter_micro_batches(tensors, micro_batch_size)
+        return
+    input_ids, attention_mask = tensors["input_ids"], tensors["attention_mask"].bool()
+    size = batch_size(tensors)
+    prompt_width = input_ids.shape[1] - tensors["response_mask"].shape[1]
+    start, used, prompts = 0, 0, set()
+    for row in range(size):
+        prompt = input_ids[row, :prompt_width][attention_mask[row, :prompt_width]].cpu().numpy().tobytes()
+        cost = int(attention_mask[row, prompt_width:].sum()) + (
+            0 if prompt in prompts else int(attention_mask[row, :prompt_width].sum())
+        )
+        if row > start and (row - start >= micro_batch_size or used + cost > max_tokens):
+            yield slice_batch(tensors, start, row)
+            start, used, prompts = row, 0, set()
+            cost = int(attention_mask[row].sum())
+        used += cost
+        prompts.add(prompt)
+    if size > start:
+        yield slice_batch(tensors, start, size)
 
 
 def run_mini_batches(worker: Any, batch: Batch, mini_batch_size: int, update_epochs: int, role: str):

@@ -15,7 +15,7 @@ import torch
 from skyrl_train import distributed as dist_utils
 from skyrl_train.config import AlgorithmConfig, TrainerConfig
 from skyrl_train.workers.base import FSDPWorker, ModelFactory, role_kwargs
-from skyrl_train.workers.batching import Batch, batch_tensors, iter_micro_batches
+from skyrl_train.workers.batching import Batch, batch_tensors
 
 __all__ = ["PolicyWorker", "resolve_policy_loss"]
 
@@ -47,7 +47,9 @@ class PolicyWorker(FSDPWorker):
     registry's signature ``fn(log_probs, old_log_probs, advantages, response_mask, cfg) -> (loss,
     metrics)``. ``temperature`` divides the logits, as the sampler did. ``packed`` (the default) runs each
     group's shared prompt once and no padding (:func:`~skyrl_train.workers.batching.pack_micro_batch`);
-    False runs the padded rows as they come (the same numbers, more work).
+    False runs the padded rows as they come (the same numbers, more work). On the packed path a micro-batch
+    also holds at most ``max_tokens_per_micro_batch`` packed tokens (past its first row), which bounds the
+    activation memory of a step (about 1.4 MB a token for SmolLM2-135M in float32); None: rows only.
     """
 
     role = "policy"
@@ -70,6 +72,7 @@ class PolicyWorker(FSDPWorker):
         total_steps: int | None = None,
         policy_loss_fn: Callable | None = None,
         packed: bool = True,
+        max_tokens_per_micro_batch: int | None = 1024,
     ) -> None:
         super().__init__(
             model_factory,
@@ -84,6 +87,7 @@ class PolicyWorker(FSDPWorker):
             cpu_offload=cpu_offload,
             trainable=True,
             packed=packed,
+            max_tokens_per_micro_batch=max_tokens_per_micro_batch,
         )
         algorithm = self.algorithm_cfg = AlgorithmConfig.coerce(algorithm_cfg)
         self.loss_reduction = algorithm.loss_reduction
@@ -138,7 +142,7 @@ class PolicyWorker(FSDPWorker):
         def add(key: str, value: Any, weight: float) -> None:
             sums[key] = sums.get(key, 0.0) + float(value) * weight
 
-        for mb in iter_micro_batches(tensors, self.micro_batch_size):
+        for mb in self._train_micro_batches(tensors):
             mb = self._to_device(mb)
             mask = mb["response_mask"].float()
             log_probs, entropy = self._log_probs_and_entropy(

@@ -279,3 +279,37 @@ def test_trainer_skips_the_old_log_prob_forward_when_on_policy(tiny_model, sql_r
         trainer.train_step(list(trainer.train_set)[:2])
     assert len(old_calls) == (0 if update_epochs == 1 else 1)
     assert len(train_forwards) == update_epochs  # 4 trajectories in one micro-batch, once per epoch
+
+
+def test_token_budget_splits_micro_batches_and_gives_the_same_step(tiny_factory, tokenizer):
+    from skyrl_train.workers.batching import iter_token_micro_batches
+
+    batch = grouped_batch(len(tokenizer), seed=4)
+    # group 1: prompt 5 + responses 4, 7, 10 (26 tokens); group 2: prompt 11 + the same lengths (32 tokens)
+    pieces = list(iter_token_micro_batches(batch, 8, 20))
+    sizes = [len(p["input_ids"]) for p in pieces]
+    assert sum(sizes) == 6 and len(pieces) > 2
+    for piece in pieces:
+        if len(piece["input_ids"]) > 1:
+            assert pack_micro_batch(piece).tokens <= 20
+    assert [len(p["input_ids"]) for p in iter_token_micro_batches(batch, 8, 1000)] == [6]
+    assert [len(p["input_ids"]) for p in iter_token_micro_batches(batch, 4, None)] == [4, 2]
+
+    weights = []
+    for budget in (None, 20):
+        worker = PolicyWorker(
+            tiny_factory,
+            OptimizerConfig(lr=1e-2),
+            AlgorithmConfig(),
+            micro_batch_size=8,
+            seed=0,
+            max_tokens_per_micro_batch=budget,
+        )
+        forwards: list[int] = []
+        hook = worker.model.base_model.register_forward_hook(lambda *_, seen=forwards: seen.append(1))
+        worker.train_step(batch)
+        hook.remove()
+        assert len(forwards) == (1 if budget is None else len(pieces))
+        weights.append(worker.full_state_dict())
+    for name, value in weights[0].items():
+        torch.testing.assert_close(weights[1][name], value, atol=1e-5, rtol=0)
