@@ -56,12 +56,16 @@ class GenerationOutput:
     `stop_reason`: "stop" (EOS, a stop token or a stop string), "length" (max_tokens or the model's context
     length), "abort" (the engine was closed or the request cancelled; the tokens so far are kept).
     `stop_string`: the stop string that ended it, when one did.
+    `policy_versions`: per generated token, the version of the weights that produced it (the engine's
+    `policy_version` then: 0 for the weights it started with, one more per weight update); a response that
+    was in flight across an update holds two versions. None when the engine does not track them.
     """
 
     token_ids: list[int]
     logprobs: list[float] | None
     stop_reason: StopReason
     stop_string: str | None = None
+    policy_versions: list[int] | None = None
     metrics: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

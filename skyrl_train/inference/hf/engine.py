@@ -15,6 +15,13 @@ speed comes from; three more things matter for multi-turn rollouts:
   prefill;
 - prefill computes logits for the last position only.
 
+Weights can change while requests are in flight. `pause()` stops the decode loop at a token boundary (the
+running sequences keep their tokens and KV), `update_weights` loads new tensors (the engine's
+`policy_version` goes up by one), `resume()` continues: the running sequences' KV is recomputed with the
+new weights from the tokens they hold (one prefill of their history), so each goes on exactly as the new
+model would from its prefix. Every token carries the version that produced it
+(`GenerationOutput.policy_versions`). An `update_weights` without a pause does the same between two steps.
+
 The package's modules: :mod:`.engine` (this class: submission, the worker thread, weights), :mod:`.scheduler`
 (the running batch: admission, prefill, decode steps), :mod:`.cache` (KV slabs, the prefix cache) and
 :mod:`.sampling` (per-row sampling and stop rules). Results match one-at-a-time generation up to
@@ -116,12 +123,19 @@ class HFEngine(InferenceEngine):
         self._model_lock = threading.Lock()  # held for each step and each weight update
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._paused = False
+        self._parked = False  # the worker is waiting between steps (paused or idle)
+        self._stale_kv = False  # weights changed under running sequences: recompute their KV first
         self.stats = {
             "steps": 0,
             "prefills": 0,
             "generated_tokens": 0,
             "prefill_tokens": 0,
             "reused_tokens": 0,
+            "pauses": 0,
+            "resumes": 0,
+            "weight_updates": 0,
+            "recomputed_rows": 0,
         }
         self._batch = RunningBatch(
             self._forward,
@@ -198,6 +212,16 @@ class HFEngine(InferenceEngine):
     def model(self) -> Any:
         return self._model
 
+    @property
+    def policy_version(self) -> int:
+        """Version of the weights in use: 0 at start, one more per weight update (or the version given)."""
+        return self._batch.policy_version
+
+    @property
+    def paused(self) -> bool:
+        """Whether `pause()` holds the decode loop."""
+        return self._paused
+
     # ----------------------------------------------------------------- public API
 
     async def generate(
@@ -207,22 +231,66 @@ class HFEngine(InferenceEngine):
         request = self._submit(prompts, params)
         return await asyncio.wrap_future(request.future)
 
+    def submit(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> concurrent.futures.Future[list[GenerationOutput]]:
+        """Queue a generation and return at once: the future resolves to one output per prompt."""
+        return self._submit(prompts, params).future
+
+    def pause(self, wait: bool = True) -> int:
+        """Stop the decode loop at the next token boundary; returns how many sequences it holds.
+
+        Running sequences keep their tokens and KV; new calls queue up. With ``wait=False`` (e.g. from
+        inside a step) it only asks, and the loop stops after the step in progress.
+        """
+        with self._cv:
+            if not self._paused:
+                self._paused = True
+                self.stats["pauses"] += 1
+            self._cv.notify_all()
+            while wait and not self._parked and self._thread is not None and not self._closed:
+                if threading.current_thread() is self._thread:
+                    break
+                self._cv.wait()
+            return len(self._batch.rows)
+
+    def resume(self) -> None:
+        """Let the decode loop go on; sequences that ran across a weight update first recompute their KV."""
+        with self._cv:
+            if self._paused:
+                self._paused = False
+                self.stats["resumes"] += 1
+            self._cv.notify_all()
+
+    def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
+        """The model's next-token logits (float32, ``[len(token_ids), vocab]``) at every position of one
+        sequence, with the weights in use: what the engine samples from, to compare with a trainer's model."""
+        ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._device)
+        with self._model_lock, torch.inference_mode(), self._eval_mode():
+            out = self._model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
+        return out.logits[0].float().cpu()
+
     def generate_sync(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams
     ) -> list[GenerationOutput]:
         """Blocking `generate`; safe from any thread, including one running an event loop elsewhere."""
         return self._submit(prompts, params).future.result()
 
-    async def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+    async def update_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int | None = None
+    ) -> None:
         """Copy new weights into the model in place, between decode steps; see `load_weights`."""
-        await asyncio.to_thread(self.load_weights, named_tensors)
+        await asyncio.to_thread(self.load_weights, named_tensors, version=version)
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> int:
-        """Blocking weight update; returns how many tensors were copied.
+    def load_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int | None = None
+    ) -> int:
+        """Blocking weight update between two decode steps; returns how many tensors were copied.
 
         Names are the model's state-dict names (wrapper prefixes like `module.` are stripped). A tensor that
         already is the model's own storage (a shared policy model) is skipped, so sharing costs nothing.
-        The prefix cache is cleared either way.
+        The prefix cache is cleared either way, `policy_version` becomes `version` (default: one more), and
+        sequences in flight recompute their KV with the new weights before their next token.
         """
         targets = self._model.state_dict(keep_vars=True)
         copied = 0
@@ -249,6 +317,10 @@ class HFEngine(InferenceEngine):
                 copied += 1
             self._prefix.clear()
             self._weights_signature = None
+            batch = self._batch
+            batch.policy_version = batch.policy_version + 1 if version is None else int(version)
+            self.stats["weight_updates"] += 1
+            self._stale_kv = bool(batch.rows)
         return copied
 
     def reset_prefix_cache(self) -> None:
@@ -320,8 +392,11 @@ class HFEngine(InferenceEngine):
         batch = self._batch
         while True:
             with self._cv:
-                while not self._pending and not batch.rows and not self._closed:
+                while (self._paused or (not self._pending and not batch.rows)) and not self._closed:
+                    self._parked = True
+                    self._cv.notify_all()  # a pause() waiting for the token boundary
                     self._cv.wait()
+                self._parked = False
                 if self._closed:
                     break
                 idle = not batch.rows
@@ -334,6 +409,9 @@ class HFEngine(InferenceEngine):
             try:
                 with self._model_lock, torch.inference_mode(), self._eval_mode():
                     batch.drop_cancelled()
+                    if self._stale_kv:
+                        self._stale_kv = False
+                        self.stats["recomputed_rows"] += batch.recompute()
                     if admitted:
                         self._check_weights()
                         batch.admit(admitted)

@@ -76,6 +76,8 @@ class Seq:
     stop_window: int
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    """The policy version that produced each token."""
     finish: str | None = None
     stop_string: str | None = None
     cached_tokens: int = 0
@@ -87,6 +89,7 @@ class Seq:
             logprobs=list(self.logprobs),
             stop_reason=self.finish or "abort",  # type: ignore[arg-type]
             stop_string=self.stop_string,
+            policy_versions=list(self.versions),
             metrics={"prompt_tokens": len(self.prompt), "cached_prompt_tokens": self.cached_tokens},
         )
 
@@ -139,6 +142,8 @@ class RunningBatch:
         self.rows: list[Seq] = []
         self.cache: Any = None
         self.mask: torch.Tensor | None = None
+        self.policy_version = 0
+        """The version of the weights in use; every new token is stamped with it."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -154,14 +159,20 @@ class RunningBatch:
             keep = [i for i, s in enumerate(self.rows) if not s.request.future.done()]
             self._rebuild(keep, None)
 
-    def admit(self, seqs: Sequence[Seq]) -> None:
-        """Prefill new sequences (identical prompts once, cached prefixes reused) and merge them in."""
+    def admit(self, seqs: Sequence[Seq], *, resumed: bool = False) -> None:
+        """Prefill new sequences (identical prompts once, cached prefixes reused) and merge them in.
+
+        ``resumed``: the sequences already hold tokens (their KV was dropped after a weight update): the
+        prefill covers prompt + all tokens but the last, samples nothing, and the next decode step feeds the
+        last token, so the sequence goes on exactly as if the new weights had computed its whole prefix.
+        """
         groups: dict[tuple[int, ...], list[Seq]] = {}
         for seq in seqs:
-            groups.setdefault(tuple(seq.prompt), []).append(seq)
+            context = seq.prompt + seq.tokens[:-1] if resumed else seq.prompt
+            groups.setdefault(tuple(context), []).append(seq)
         items = []
-        for members in groups.values():
-            prompt = torch.tensor(members[0].prompt, dtype=torch.long)
+        for context, members in groups.items():
+            prompt = torch.tensor(context, dtype=torch.long)
             reused, kv = self.prefix.lookup(prompt)
             items.append((prompt, reused, kv, members))
         items.sort(key=lambda item: item[0].numel() - item[1])
@@ -170,13 +181,22 @@ class RunningBatch:
             new_tokens = item[0].numel() - item[1]
             longest = max([new_tokens] + [c[0].numel() - c[1] for c in chunk])
             if chunk and longest * (len(chunk) + 1) > self.max_prefill_tokens:
-                self._merge(self._prefill(chunk))
+                self._merge(self._prefill(chunk, sample=not resumed))
                 chunk = []
             chunk.append(item)
         if chunk:
-            self._merge(self._prefill(chunk))
+            self._merge(self._prefill(chunk, sample=not resumed))
 
-    def _prefill(self, items: list) -> Prefill:
+    def recompute(self) -> int:
+        """Drop the running rows' KV and prefill it again with the current weights (after a weight update);
+        returns how many rows were re-prefilled. Their tokens so far are kept."""
+        seqs = [s for s in self.rows if s.finish is None]
+        self.clear()
+        if seqs:
+            self.admit(seqs, resumed=True)
+        return len(seqs)
+
+    def _prefill(self, items: list, *, sample: bool = True) -> Prefill:
         k = len(items)
         past = max(item[1] for item in items)
         new = max(item[0].numel() - item[1] for item in items)
@@ -200,11 +220,13 @@ class RunningBatch:
             if self.prefix.max_tokens > 0 and reused < prompt.numel() - 1:
                 self.prefix.insert(prompt, row_kv(prefill.layers, i, mask[i]))
             for seq in members:
-                seq.cached_tokens = reused
+                if sample:
+                    seq.cached_tokens = reused
                 prefill.seqs.append(seq)
                 prefill.rows.append(i)
-        rows = torch.tensor(prefill.rows, device=device)
-        self._append_tokens(logits.index_select(0, rows), prefill.seqs)
+        if sample:
+            rows = torch.tensor(prefill.rows, device=device)
+            self._append_tokens(logits.index_select(0, rows), prefill.seqs)
         return prefill
 
     def _merge(self, prefill: Prefill) -> None:
@@ -267,5 +289,6 @@ class RunningBatch:
         for seq, token, logprob in zip(seqs, tokens.tolist(), logprobs.tolist(), strict=True):
             seq.tokens.append(token)
             seq.logprobs.append(logprob)
+            seq.versions.append(self.policy_version)
             self.stats["generated_tokens"] += 1
             self.stop.check(seq, token)
