@@ -75,6 +75,10 @@ class Env(Generic[ObsType, ActType]):
     """Whether :meth:`defer_verification` is honoured: the environment can leave its verification (hidden
     tests in a fresh container, a slow grader) out of the last ``step`` and run it in :meth:`evaluate`."""
 
+    supports_reuse: bool = False
+    """Whether :meth:`reuse` can start another task in this environment keeping what its set-up made (a
+    started container), so that a long-lived worker does not pay the set-up again."""
+
     def __new__(cls, *args: Any, **kwargs: Any):
         self = super().__new__(cls)
         self._init_args = args
@@ -158,6 +162,20 @@ class Env(Generic[ObsType, ActType]):
         as reward 0.
         """
         return None
+
+    # -- reuse between tasks -----------------------------------------------------------------------------
+    def reuse(self, extras: dict[str, Any] | None) -> bool:
+        """Take the task of ``extras`` in this environment after its episode ended, keeping what set-up made.
+
+        Called (instead of ``close``) by a worker that runs one task after another, before ``init`` of the next
+        one. ``True``: the environment is now what ``make`` would have made for ``extras`` (same
+        ``env_config``), except that its set-up is already done, and nothing of the previous task is left (its
+        files, processes, counters); ``defer_verification`` may be asked again before ``init``. ``False``: the
+        kept resources do not fit the new task (another image, other limits); the environment is unchanged
+        and the caller closes it and makes a new one. Raises ``NotImplementedError`` when
+        :attr:`supports_reuse` is false.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be reused for another task")
 
     # -- Gymnasium-style reset --------------------------------------------------------------------------
     def reset(

@@ -52,6 +52,10 @@ class AgentRunner(Generator):
         env_close_timeout_s: the same for ``get_metrics`` and ``close`` at the end of a trajectory.
         pass_threshold: a trajectory with ``reward >= pass_threshold`` counts as passed in the metrics.
         chat_template_kwargs: extra arguments for ``apply_chat_template``.
+        reuse_envs: under a dispatcher that gives worker slots (``fixed_pool``), an environment that supports
+            reuse (:meth:`skyrl_gym.Env.reuse`: the terminal keeps its started container) is kept by the
+            worker after a trajectory and takes the worker's next task of the same environment, instead of
+            being closed and made again.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class AgentRunner(Generator):
         env_close_timeout_s: float | None = 30.0,
         pass_threshold: float = 1.0,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        reuse_envs: bool = True,
     ):
         for name, value in (
             ("max_turns", max_turns),
@@ -106,6 +111,7 @@ class AgentRunner(Generator):
         self.env_timeout_s = env_timeout_s
         self.env_close_timeout_s = env_close_timeout_s
         self.pass_threshold = pass_threshold
+        self.reuse_envs = reuse_envs
         self._env_types: dict[str, type] = {}
 
     @classmethod
@@ -128,6 +134,7 @@ class AgentRunner(Generator):
             env_timeout_s=gen.env_timeout_s,
             env_close_timeout_s=gen.env_close_timeout_s,
             dispatcher=dispatcher_from_config(gen),
+            reuse_envs=gen.fixed_pool.reuse_envs,
             agent_kwargs=agent_kwargs_from_config(gen),
         )
         kwargs.update(overrides)
@@ -174,6 +181,7 @@ class AgentRunner(Generator):
             trajectories, pass_threshold=self.pass_threshold, wall_s=wall_s, env_types=self._env_types
         )
         metrics["generate/max_concurrent"] = float(self.dispatcher.stats.max_in_flight)
+        metrics["generate/env_reuses"] = float(sum(getattr(job, "reused", False) for job in jobs))
         metrics.update(self.dispatcher.stats.as_metrics())
         return GeneratorOutput(trajectories=trajectories, metrics=metrics)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import threading
 import time
@@ -105,6 +106,8 @@ class Trajectory:
         self.prompt: list[dict[str, Any]] | None = None
         self._metrics_taken = False
         self._released = False
+        self.reused = False
+        """Whether the environment is one an earlier trajectory of the same worker kept (see ``reuse_envs``)."""
         result = TrajectoryResult(prompt_ids=[], group_id=group_id, sample_index=sample_index)
         data_source = row.get("data_source")
         result.data_source = data_source if isinstance(data_source, str) else None
@@ -151,7 +154,11 @@ class Trajectory:
             env_class, prompt, extras = split_row(self.row, runner.default_env_class)
             result.env_class = env_class
             started = time.monotonic()
-            env = await self._make_env(env_class, extras)
+            env = None
+            if slot is not None and runner.reuse_envs:
+                env = await self._reuse_kept(slot, env_class, extras)
+            if env is None:
+                env = await self._make_env(env_class, extras)
             self.env = self.task_env = env
             runner._env_types.setdefault(env_class, type(getattr(env, "unwrapped", env)))
             if getattr(env, "supports_deferred_verification", False) is True:
@@ -167,6 +174,40 @@ class Trajectory:
         except Exception as exc:  # make, init: the trajectory ends in error, the batch goes on
             self._log_failure()
             self._fail(_describe(exc))
+
+    async def _reuse_kept(self, slot: WorkerSlot, env_class: str, extras: dict[str, Any]) -> Any:
+        """The environment an earlier trajectory of this worker kept in ``slot``, now holding this row's task
+        (:meth:`skyrl_gym.Env.reuse`), or ``None`` (nothing kept, or it does not fit: it is closed)."""
+        from skyrl_gym.vector import acall, aclose
+
+        kept = slot.take(_slot_key(env_class))
+        if kept is None:
+            return None
+        try:
+            taken = await acall(functools.partial(kept.reuse, extras), self.runner.env_timeout_s)
+        except asyncio.CancelledError:
+            self.env = self.task_env = kept  # release() closes it
+            raise
+        except Exception:
+            logger.warning("reuse() of %s failed:\n%s", kept, traceback.format_exc())
+            taken = False
+        if taken is True:
+            self.reused = True
+            return kept
+        failure = await aclose(kept, self.runner.env_close_timeout_s)
+        if failure is not None:
+            logger.warning("%s: %s", kept, failure)
+        return None
+
+    def _keeps_env(self) -> bool:
+        """Whether :meth:`release` hands the environment to the worker's slot instead of closing it: a
+        fixed_pool worker, reuse on, the environment supports it, and the trajectory did not fail."""
+        return (
+            self.slot is not None
+            and self.runner.reuse_envs
+            and not self.failed
+            and getattr(self.task_env, "supports_reuse", False) is True
+        )
 
     async def _make_env(self, env_class: str, extras: dict[str, Any]) -> Any:
         """The row's environment, made on a thread within ``env_timeout_s``.
@@ -250,6 +291,11 @@ class Trajectory:
             if self.env is not None:
                 await self._take_metrics()
                 from skyrl_gym.vector import aclose
+
+                if self._keeps_env():
+                    assert self.slot is not None
+                    self.slot.keep(_slot_key(result.env_class or ""), self.task_env, _close_kept_env)
+                    return
 
                 started = time.monotonic()
                 failure = await aclose(self.env, self.runner.env_close_timeout_s)
@@ -462,3 +508,15 @@ def _close_late_env(env: Any) -> None:
         env.close()
     except Exception:
         logger.warning("close() of a late environment %s failed:\n%s", env, traceback.format_exc())
+
+
+def _slot_key(env_class: str) -> str:
+    return f"env:{env_class}"
+
+
+def _close_kept_env(env: Any) -> None:
+    """Close an environment a worker kept for reuse (at the end of the dispatcher's run)."""
+    try:
+        env.close()
+    except Exception:
+        logger.warning("close() of a kept environment %s failed:\n%s", env, traceback.format_exc())

@@ -140,32 +140,54 @@ class CriticConfig(Section):
     """How the critic is sharded."""
 
 
-_ONE_MACHINE = NotImplementedYet(
-    (1,), "worker processes run on one machine (set *_num_gpus_per_node instead)"
-)
-
-
 class PlacementConfig(Section):
-    """Where the training processes run."""
+    """Where the training processes, the inference engine and the environments run."""
 
-    backend: Literal["cpu", "cuda"] = "cpu"
-    """Device type of the training workers: cpu (gloo) or cuda (NCCL)."""
-    colocate_all: Annotated[
-        bool, NotImplementedYet((True,), "the inference engine always runs on the training devices")
-    ] = True
-    """Policy, reference, critic and inference engine share the same devices (the only layout so far)."""
-    policy_num_nodes: Annotated[int, _ONE_MACHINE] = 1
-    """Machines for the policy workers (1 so far)."""
+    backend: Literal["cpu", "cuda", "ray"] = "cpu"
+    """cpu: worker processes on this machine (gloo); cuda: one process per GPU of this machine (NCCL); ray:
+    Ray actors in placement groups on a Ray cluster (policy, reference, critic, the engine and the
+    environment workers; ray_device picks the device)."""
+    ray_device: Literal["cpu", "cuda"] = "cpu"
+    """Device of the Ray actors (backend ray): cpu (gloo, each bundle ray_num_cpus_per_worker CPUs) or cuda
+    (NCCL, a GPU per bundle)."""
+    ray_address: str | None = None
+    """The Ray cluster to join (backend ray): "auto" or host:port of a cluster started with `ray start`;
+    null: the cluster this machine belongs to, or a fresh local one."""
+    ray_num_cpus_per_worker: Float = Field(1.0, gt=0)
+    """CPUs reserved per placement-group bundle (one bundle per training rank, one for a separate engine)."""
+    ray_start_timeout_s: Float = Field(600.0, gt=0, allow_inf_nan=False)
+    """Most seconds to wait for the cluster, for placement groups to be ready and for an actor to start."""
+    ray_call_timeout_s: Float = Field(3600.0, gt=0, allow_inf_nan=False)
+    """Most seconds one call to a training or engine actor may take (a step, a weight sync)."""
+    max_restarts: int = Field(0, ge=0)
+    """Times a run rebuilds its workers and engine after one of them died (a killed process or actor) and
+    resumes from its latest checkpoint; 0: the run stops with the error."""
+    colocate_all: bool = True
+    """Policy, reference, critic and inference engine share the same bundles (false needs backend ray: the
+    engine gets a placement group of its own)."""
+    colocate_policy_ref: bool = True
+    """With colocate_all false, the reference model shares the policy's placement group; false: its own
+    (backend ray)."""
+    policy_num_nodes: int = Field(1, ge=1)
+    """Machines for the policy workers (more than one needs backend ray)."""
     policy_num_gpus_per_node: int = Field(1, ge=1)
-    """Policy worker processes: one per GPU on cuda, processes on cpu; more than one shards with FSDP2."""
-    ref_num_nodes: Annotated[int, _ONE_MACHINE] = 1
-    """Machines for the reference-model workers (1 so far)."""
+    """Policy worker processes per machine: one per GPU on cuda, processes on cpu; more than one shards with
+    FSDP2."""
+    ref_num_nodes: int = Field(1, ge=1)
+    """Machines for the reference-model workers (more than one needs backend ray)."""
     ref_num_gpus_per_node: int = Field(1, ge=1)
-    """Reference-model worker processes (when a KL term loads the reference model)."""
-    critic_num_nodes: Annotated[int, _ONE_MACHINE] = 1
-    """Machines for the critic workers (1 so far)."""
+    """Reference-model worker processes per machine (when a KL term loads the reference model)."""
+    critic_num_nodes: int = Field(1, ge=1)
+    """Machines for the critic workers (more than one needs backend ray)."""
     critic_num_gpus_per_node: int = Field(1, ge=1)
-    """Critic worker processes (gae)."""
+    """Critic worker processes per machine (gae)."""
+
+    @property
+    def device(self) -> str:
+        """The training device type: ``cuda`` for backend cuda or ray on cuda, else ``cpu``."""
+        if self.backend == "ray":
+            return self.ray_device
+        return self.backend
 
 
 class AlgorithmConfig(Section):
@@ -405,6 +427,9 @@ class FixedPoolConfig(Section):
 
     num_workers: int | None = Field(None, ge=1)
     """Workers of the pool; null: generator.max_concurrent_trajectories."""
+    reuse_envs: bool = True
+    """A worker keeps an environment that supports reuse (a terminal task's started container) for its next
+    trajectory of the same environment, brought back to its start state, instead of making a new one."""
 
 
 class AsyncPipelineConfig(Section):
@@ -514,6 +539,11 @@ class GeneratorConfig(Section):
     is abandoned (the environment's abandon() stops its work) and the trajectory ends in error."""
     env_close_timeout_s: Float = Field(30.0, gt=0, allow_inf_nan=False)
     """Deadline of each environment's close; past it the close is abandoned the same way."""
+    env_workers: int = Field(0, ge=0)
+    """Ray actors that hold and step the environments (trainer.placement.backend ray), so that heavy
+    environments run on other machines; 0: environments run in the trainer's process."""
+    env_worker_num_cpus: Float = Field(1.0, gt=0)
+    """CPUs reserved by each environment actor (generator.env_workers)."""
 
 
 class EnvironmentConfig(Section):

@@ -108,6 +108,7 @@ for _key in ("lr", "adam_betas", "weight_decay", "max_grad_norm", "num_warmup_st
     CONTEXT[f"trainer.critic.optimizer_config.{_key}"] = GAE
 # A dispatcher's and an agent's own sections act when that dispatcher or agent runs (set otherwise: refused).
 CONTEXT["generator.fixed_pool.num_workers"] = ["generator.dispatcher=fixed_pool"]
+CONTEXT["generator.fixed_pool.reuse_envs"] = ["generator.dispatcher=fixed_pool"]
 for _key in ("initialize_concurrency", "evaluate_concurrency", "max_ahead", "max_behind", "headroom"):
     CONTEXT[f"generator.async_pipeline.{_key}"] = ["generator.dispatcher=async_pipeline"]
 _REACT_KEYS = (
@@ -131,6 +132,7 @@ REACHES: dict[str, str] = {
         for stage in ("initialize", "generate", "evaluate", "release")
     },  # fmt: skip
     "generator.fixed_pool.num_workers": "generator.dispatcher.max_concurrency",
+    "generator.fixed_pool.reuse_envs": "generator.settings.reuse_envs",
     "generator.async_pipeline.initialize_concurrency": "generator.dispatcher.initialize_concurrency",
     "generator.async_pipeline.evaluate_concurrency": "generator.dispatcher.evaluate_concurrency",
     "generator.async_pipeline.max_ahead": "generator.dispatcher.max_ahead",

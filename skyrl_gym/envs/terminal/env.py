@@ -136,6 +136,7 @@ class TerminalEnv(BaseTextEnv):
 
     protocol_tags = ("bash", "submit")
     supports_deferred_verification = True
+    supports_reuse = True
     stop_strings = ("</bash>", "</tool_call>", "<submit/>")
     """Where a turn's generation should stop: after a command, a tool call, or the submission."""
     hostile_actions = (
@@ -172,6 +173,13 @@ class TerminalEnv(BaseTextEnv):
         # Kept when reset() runs the constructor again: deferral is asked for once, before the first episode.
         self._defer_verification: bool = getattr(self, "_defer_verification", False)
         self._verification_pending = False
+        self._options: dict[str, Any] | None = None
+        self._adopted: Any = getattr(self, "_adopted", None)
+        """A started container handed over by :meth:`reuse`, restored, for the next ``init``."""
+        self.container_reused = False
+        """Whether this episode runs in a container an earlier task started (see :meth:`reuse`)."""
+        self.reuses: int = getattr(self, "reuses", 0)
+        """Tasks this environment took over with :meth:`reuse` (the container they did not start)."""
 
     def _resolve_task(self, task_path: Any, ground_truth: Any) -> TerminalTask:
         root = Path(self.config.tasks_dir) if self.config.tasks_dir else default_tasks_dir()
@@ -265,7 +273,12 @@ class TerminalEnv(BaseTextEnv):
 
         begin = time.monotonic()
         options = self._container_options(self.task, task_image(self.task))
-        if self.config.pool:
+        self._options = options
+        adopted, self._adopted = self._adopted, None
+        self.container_reused = adopted is not None
+        if adopted is not None:
+            container = adopted
+        elif self.config.pool:
             container = _pool_for(self.config.pool, options).acquire()
         else:
             container = DockerContainer(**options)
@@ -456,10 +469,47 @@ class TerminalEnv(BaseTextEnv):
         self.verification = verification
         return verification
 
+    # -- reuse ----------------------------------------------------------------------------------------------
+    def reuse(self, extras: dict[str, Any] | None) -> bool:
+        """Take another task keeping the started container when it fits (the same image and limits): its
+        processes are killed and its writable places brought back to the image's state
+        (:meth:`~skyrl_gym.runtime.docker.DockerContainer.restore`), a new shell is opened at ``init``."""
+        container = self.container
+        if container is None or self._options is None or extras is None:
+            return False
+        args, kwargs = list(self._init_args), dict(self._init_kwargs)
+        if "extras" in kwargs or len(args) < 2:
+            kwargs["extras"] = extras
+        else:
+            args[1] = extras
+        probe = type(self).__new__(type(self), *args, **kwargs)
+        type(self).__init__(probe, *args, **kwargs)  # the new task, resolved (a bad one raises here)
+        assert probe.task is not None
+        if (
+            self._container_options(probe.task, task_image(probe.task)) != self._options
+            or not container.alive()
+        ):
+            return False
+        if self.shell is not None:
+            self.shell.close()
+        container.restore()
+        with self._lock:
+            self.container, self.shell = None, None
+        spec, reuses = self.spec, self.reuses
+        type(self).__init__(self, *args, **kwargs)
+        self._init_args, self._init_kwargs = tuple(args), kwargs
+        self.spec = spec
+        self._adopted = container
+        self.reuses = reuses + 1
+        return True
+
     # -- the end ----------------------------------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:
             container, self.container = getattr(self, "container", None), None
+            adopted, self._adopted = getattr(self, "_adopted", None), None
+        if adopted is not None:
+            adopted.remove()
         shell = getattr(self, "shell", None)
         if shell is not None:
             shell.close()
@@ -481,6 +531,7 @@ class TerminalEnv(BaseTextEnv):
             "commands": self.commands,
             "command_timeouts": self.command_timeouts,
             "submitted": self.submitted,
+            "reused": self.container_reused,
             "reward": reward,
             "solved": reward >= 1.0,
         }

@@ -177,6 +177,34 @@ class DockerContainer:
         self.started_s = time.monotonic() - begin
         return workdir
 
+    def restore(self) -> None:
+        """Bring the container back to the state it started in, for another episode: every command and
+        leftover process is killed, every writable place (work folder, ``/tmp``, ``/var/tmp``, home,
+        ``/logs``, ``/tests``, ``/dev/shm``) is emptied, and the image's work folder is copied in again. The
+        root file system is read-only, so nothing else can have changed."""
+        self.kill_commands()
+        # kill_commands() spares init's children (the container's own command), and a process the episode
+        # double-forked is one of them once init adopted it: keep only the first, the container's command
+        orphans = (
+            "main=$(tr ' ' '\\n' < /proc/1/task/1/children | sort -n | head -n 1); "
+            'for p in /proc/[0-9]*; do n=${p#/proc/}; case " 1 $main $$ " in *" $n "*) continue;; esac; '
+            'kill -9 "$n" 2>/dev/null; done; true'
+        )
+        self.exec(orphans, timeout_s=30)
+        home = self.env.get("HOME", "/home/agent")
+        places = " ".join(
+            f"'{p}'" for p in (self.workdir, "/tmp", "/var/tmp", home, "/logs", "/tests", "/dev/shm")
+        )
+        # chmod first: a folder the episode made unreadable must not keep its contents
+        script = (
+            f'for d in {places}; do [ -d "$d" ] || continue; chmod -R u+rwX "$d" 2>/dev/null; '
+            'find "$d" -mindepth 1 -delete 2>/dev/null; done; true'
+        )
+        self.exec(script, timeout_s=60)
+        archive, _, _ = self.engine.workdir_archive(self._image_info()["Id"], self.image, self.workdir)
+        if archive:
+            self.engine.api.put_archive(self.id, self.workdir, archive)
+
     def alive(self) -> bool:
         """Whether the container still runs."""
         if self.removed:
