@@ -6,7 +6,10 @@ token ids (`{"prompt_token_ids": ...}`), logprobs of the sampled tokens come bac
 raw logits, like `HFEngine`), stop strings stay in the output (`include_stop_str_in_output`). Weights are
 updated in place by named tensors through a small worker extension that calls the model's own
 `load_weights`; sleep mode frees the GPU between rollouts when the engine was built with
-`enable_sleep_mode=True`.
+`enable_sleep_mode=True` (a colocated layout: the trainer calls `sleep()` before its update and
+`wake_up()` after it). The worker extension also receives weights by an NCCL broadcast
+(:mod:`skyrl_train.weight_sync.nccl`) or maps them through CUDA IPC handles
+(:mod:`skyrl_train.weight_sync.cuda_ipc`). Everything here needs a GPU; tests/train/test_vllm.py is marked.
 """
 
 from __future__ import annotations
@@ -43,6 +46,35 @@ class WorkerExtension:
         torch.cuda.synchronize()
         return len(weights)
 
+    def skyrl_init_weight_group(self, host: str, port: int, world_size: int, timeout_s: float) -> None:
+        """Join the trainer's NCCL weight group as rank 1 + this worker's tensor-parallel rank."""
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        from skyrl_train.weight_sync.nccl import new_nccl_group
+
+        rank = 1 + self.rank  # type: ignore[attr-defined]
+        store = dist.TCPStore(host, port, world_size, False, timedelta(seconds=timeout_s))
+        self._skyrl_weight_group = new_nccl_group(store, rank, world_size, timeout_s)
+        self._skyrl_weight_store = store
+
+    def skyrl_receive_broadcast(self, slots: list[dict], size: int) -> int:
+        """Receive one packed state dict from the trainer's broadcast and load it."""
+        from skyrl_train.weight_sync.layout import as_slots, views
+
+        device = next(self.model_runner.model.parameters()).device  # type: ignore[attr-defined]
+        flat = torch.empty(size, dtype=torch.uint8, device=device)
+        self._skyrl_weight_group.broadcast(flat, 0).wait()
+        return self.skyrl_load_weights(views(flat, as_slots(slots)))
+
+    def skyrl_load_ipc(self, handle: Any, slots: list[dict]) -> int:
+        """Map the trainer's packed state dict through its CUDA IPC handle and load it."""
+        from skyrl_train.weight_sync.cuda_ipc import open_handle
+        from skyrl_train.weight_sync.layout import as_slots, views
+
+        return self.skyrl_load_weights(views(open_handle(handle), as_slots(slots)))
+
 
 class VLLMEngine(InferenceEngine):
     """vLLM on one or more GPUs (tensor parallel), token in / token out.
@@ -72,6 +104,9 @@ class VLLMEngine(InferenceEngine):
         path = resolve_model_path(model_path)
         self._tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_path)
         self.enable_sleep_mode = enable_sleep_mode
+        self.tensor_parallel_size = tensor_parallel_size
+        self.policy_version = 0
+        """Version of the weights in use (one more per update); vLLM does not stamp tokens with it."""
         self.update_chunk_bytes = update_chunk_bytes
         args = vllm.AsyncEngineArgs(
             model=path,
@@ -100,6 +135,8 @@ class VLLMEngine(InferenceEngine):
             "enforce_eager": generator.enforce_eager,
             "max_num_seqs": generator.max_num_seqs,
             "max_num_batched_tokens": generator.max_num_batched_tokens,
+            # the engine shares the policy's GPUs (colocate_all): it sleeps while the policy trains
+            "enable_sleep_mode": True,
         }
 
     @classmethod
@@ -196,16 +233,30 @@ class VLLMEngine(InferenceEngine):
                 chunk, size = [], 0
         if chunk:
             await self._engine.collective_rpc("skyrl_load_weights", args=(chunk,))
+        await self.after_weight_update(None)
+
+    async def collective_rpc(self, method: str, args: tuple = ()) -> list[Any]:
+        """Run a method of the worker extension on every worker (the weight-sync strategies' entry)."""
+        return await self._engine.collective_rpc(method, args=args)
+
+    async def after_weight_update(self, version: int | None) -> None:
+        """Forget cached prefixes computed with the old weights and count the new version."""
         await self._engine.reset_prefix_cache()
+        self.policy_version = self.policy_version + 1 if version is None else int(version)
 
     async def sleep(self) -> None:
+        """Free the GPU for the training step (sleep level 1: weights to CPU memory, KV cache dropped)."""
         if self.enable_sleep_mode:
             await self._engine.reset_prefix_cache()
             await self._engine.sleep(level=1)
 
-    async def wake_up(self) -> None:
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        """Take the GPU back: ``tags=["weights"]`` first (then sync), ``["kv_cache"]`` after; None: both."""
         if self.enable_sleep_mode:
-            await self._engine.wake_up()
+            if tags is None:
+                await self._engine.wake_up()
+            else:
+                await self._engine.wake_up(tags=tags)
 
     def close(self) -> None:
         shutdown = getattr(self._engine, "shutdown", None)

@@ -1,0 +1,142 @@
+"""Weight sync strategies: after a push, the engine's logits equal the trainer's model's logits.
+
+``in_process`` runs against an hf engine in this process, ``shared_memory`` and ``gloo`` against an hf engine
+in its own process (which loaded the model itself); ``nccl`` and ``cuda_ipc`` need a GPU and are marked.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from skyrl_gym.registries import UnknownNameError  # noqa: E402
+from skyrl_train.config import SamplingParams  # noqa: E402
+from skyrl_train.inference.hf import HFEngine  # noqa: E402
+from skyrl_train.inference.process import EngineProcess  # noqa: E402
+from skyrl_train.weight_sync import WEIGHT_SYNCS, make_weight_sync  # noqa: E402
+
+from .tiny_models import special_ids, tiny_llama  # noqa: E402
+
+PROBE = [1, 42, 7, 99, 5, 300, 12]
+
+
+@pytest.fixture(scope="module")
+def trained(tokenizer):
+    """The model the engines start from (saved) and a trained one with other weights."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        other = tiny_llama(vocab_size=len(tokenizer), max_position_embeddings=512, **special_ids(tokenizer))
+    return other.eval()
+
+
+def _trainer_logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([PROBE])).logits[0].float()
+
+
+def test_registry_names_and_did_you_mean():
+    assert set(WEIGHT_SYNCS.names()) >= {"in_process", "shared_memory", "gloo", "nccl", "cuda_ipc"}
+    with pytest.raises(UnknownNameError, match="did you mean 'gloo'"):
+        make_weight_sync("glo")
+
+
+def test_in_process_copies_in_place(tiny_model, tokenizer, trained):
+    from skyrl_train.models import load_model
+
+    with HFEngine(load_model(tiny_model), tokenizer) as engine:
+        before = engine.logits(PROBE)
+        assert not torch.allclose(before, _trainer_logits(trained))
+        sync = make_weight_sync("in_process")
+        report = sync.push(engine, trained.state_dict().items())
+        assert torch.equal(engine.logits(PROBE), _trainer_logits(trained))
+        assert report.version == engine.policy_version == 1
+        assert report.tensors == len(trained.state_dict())
+
+
+def test_in_process_shared_module_copies_nothing(tokenizer, trained):
+    model = copy.deepcopy(trained)
+    with HFEngine(model, tokenizer) as engine:
+        report = make_weight_sync("in_process").push(engine, model.state_dict().items())
+        assert engine.load_weights(model.state_dict().items()) == 0  # its own storage: skipped
+        assert report.version == 1 and engine.policy_version == 2
+        with torch.no_grad():
+            model.lm_head.weight.mul_(2.0)  # a training step on the shared module reaches the engine at once
+        assert torch.equal(engine.logits(PROBE), _trainer_logits(model))
+
+
+@pytest.fixture(scope="module")
+def engine_process(tiny_model, tokenizer):
+    engine = EngineProcess(tiny_model, tokenizer=tokenizer, torch_threads=1)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize("strategy", ["shared_memory", "gloo"])
+def test_engine_process_receives(strategy, engine_process, trained):
+    engine = engine_process
+    start = engine.policy_version
+    sync = make_weight_sync(strategy)
+    try:
+        model = copy.deepcopy(trained)
+        for step in range(2):  # the second push reuses the block / group set up by the first
+            report = sync.push(engine, model.state_dict().items())
+            assert torch.equal(engine.logits(PROBE), _trainer_logits(model)), (strategy, step)
+            assert report.version == start + step + 1
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(0.01 * torch.randn_like(p))
+        params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+        (out,) = engine.generate_sync([PROBE], params)
+        assert out.policy_versions == [start + 2] * 8
+    finally:
+        sync.close()
+
+
+def test_strategies_refuse_the_wrong_placement(tokenizer, trained, engine_process):
+    with HFEngine(copy.deepcopy(trained), tokenizer) as engine:
+        for name in ("shared_memory", "gloo"):
+            with pytest.raises(ValueError, match="engine_process=true"):
+                make_weight_sync(name).push(engine, [])
+    with pytest.raises(ValueError, match="use shared_memory or gloo"):
+        make_weight_sync("in_process").push(engine_process, [])
+
+
+def test_engine_process_generates_like_the_engine_here(tiny_model, tokenizer, engine_process):
+    from skyrl_train.models import load_model
+
+    params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
+    with HFEngine(load_model(tiny_model), tokenizer) as here:
+        start = engine_process.policy_version
+        sync = make_weight_sync("shared_memory")
+        sync.push(engine_process, here.model.state_dict().items())
+        sync.close()
+        expected = here.generate_sync([PROBE, PROBE[:3]], params)
+    got = engine_process.generate_sync([PROBE, PROBE[:3]], params)
+    assert [o.token_ids for o in got] == [o.token_ids for o in expected]
+    assert all(o.policy_versions == [start + 1] * 12 for o in got)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("strategy", ["nccl", "cuda_ipc"])
+def test_gpu_strategies_into_an_engine_process(strategy, tiny_model, tokenizer, trained):
+    """nccl: the engine on a second GPU; cuda_ipc: on the trainer's own GPU."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    if strategy == "nccl" and torch.cuda.device_count() < 2:
+        pytest.skip("nccl needs the engine and the trainer on two different GPUs")
+    engine_device = "cuda:1" if strategy == "nccl" else "cuda:0"
+    engine = EngineProcess(tiny_model, tokenizer=tokenizer, device=engine_device)
+    sync = make_weight_sync(strategy)
+    try:
+        model = copy.deepcopy(trained).to("cuda:0")
+        report = sync.push(engine, model.state_dict().items())
+        with torch.no_grad():
+            expected = model(input_ids=torch.tensor([PROBE], device="cuda:0")).logits[0].float().cpu()
+        torch.testing.assert_close(engine.logits(PROBE), expected)
+        assert report.version == 1
+    finally:
+        sync.close()
+        engine.close()
