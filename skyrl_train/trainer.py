@@ -133,6 +133,7 @@ def engine_shares_policy(config: Config) -> bool:
     gen = config.generator
     return (
         engine_class(gen.backend).runs_shared_model
+        and not gen.engine_process  # an engine process loads its own copy
         and config.policy_world_size == 1
         and gen.model_dtype == "float32"
         and config.trainer.sync_weights

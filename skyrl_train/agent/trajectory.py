@@ -440,7 +440,13 @@ class Trajectory:
         trajectory, template = self._result, self.runner.template
         tokens = list(output.token_ids)
         start = len(trajectory.response_ids)
-        _extend(trajectory, tokens, trainable=True, logprobs=output.logprobs)
+        _extend(
+            trajectory,
+            tokens,
+            trainable=True,
+            logprobs=output.logprobs,
+            versions=getattr(output, "policy_versions", None),
+        )
         trajectory.turn_spans.append((start, len(trajectory.response_ids)))
 
         # The model ended its turn itself when its last token is the start of the template's end-of-turn
@@ -487,9 +493,19 @@ def _extend(
     *,
     trainable: bool,
     logprobs: Sequence[float] | None = None,
+    versions: Sequence[int] | None = None,
 ) -> None:
     trajectory.response_ids.extend(ids)
     trajectory.loss_mask.extend([1 if trainable else 0] * len(ids))
+    if trajectory.policy_versions is not None:
+        if trainable and versions is None:
+            trajectory.policy_versions = None  # the engine does not track versions
+        elif trainable:
+            if len(versions) != len(ids):
+                raise ValueError(f"the engine returned {len(versions)} policy versions for {len(ids)} tokens")
+            trajectory.policy_versions.extend(int(v) for v in versions)
+        else:
+            trajectory.policy_versions.extend([-1] * len(ids))
     if trajectory.logprobs is None:
         return
     if trainable and logprobs is None:

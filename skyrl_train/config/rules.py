@@ -172,9 +172,57 @@ def check_rules(cfg: Config) -> list[str]:
             f"generator.sampling_params.max_generate_length ({g.sampling_params.max_generate_length})"
         )
 
+    # 11b. The weight-sync strategy fits where the engine runs.
+    errors += _check_weight_sync(cfg)
+
     # 12. Resuming from a path needs the path.
     if t.resume_mode == "from_path" and not t.resume_path:
         errors.append("trainer.resume_mode='from_path' needs trainer.resume_path")
+    return errors
+
+
+def _check_weight_sync(cfg: Config) -> list[str]:
+    from skyrl_train.weight_sync.base import WEIGHT_SYNCS, weight_sync_name
+
+    g, p = cfg.generator, cfg.trainer.placement
+    errors: list[str] = []
+    if g.engine_process and g.backend != "hf":
+        errors.append(
+            f"generator.engine_process=true runs the hf engine in a process of its own; generator.backend="
+            f"{g.backend!r} runs where it runs already: set generator.engine_process=false"
+        )
+    name = weight_sync_name(cfg)
+    if name not in WEIGHT_SYNCS:
+        return [*errors, WEIGHT_SYNCS.unknown_message(name)]
+    if g.weight_sync_backend is not None and (not cfg.trainer.sync_weights or g.backend == "remote"):
+        errors.append(
+            f"generator.weight_sync_backend={name!r} is set but no weights are synced (trainer.sync_weights=false "
+            "or generator.backend=remote): leave it out"
+        )
+        return errors
+    strategy = WEIGHT_SYNCS.get(name)
+    device = getattr(p, "device", p.backend)
+    if getattr(strategy, "needs_cuda", False) and device != "cuda":
+        errors.append(
+            f"generator.weight_sync_backend={name!r} needs GPUs: set trainer.placement.backend=cuda"
+        )
+    if g.backend == "hf":
+        in_process = getattr(strategy, "engine_in_process", False)
+        if g.engine_process and in_process:
+            errors.append(
+                f"generator.weight_sync_backend={name!r} needs the engine in the trainer's process, but "
+                "generator.engine_process=true: use shared_memory or gloo (or nccl / cuda_ipc on GPUs)"
+            )
+        if not g.engine_process and not in_process:
+            errors.append(
+                f"generator.weight_sync_backend={name!r} sends weights to an engine in its own process: set "
+                "generator.engine_process=true, or use in_process"
+            )
+    if g.backend == "vllm" and name in ("shared_memory", "gloo"):
+        errors.append(
+            f"generator.weight_sync_backend={name!r} serves an hf engine process; the vllm engine takes "
+            "in_process (its own update path), nccl or cuda_ipc"
+        )
     return errors
 
 

@@ -482,6 +482,14 @@ class GeneratorConfig(Section):
     model_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Weights dtype of the inference engine (hf, vllm). hf at float32 in one process shares the policy's
     own model; another dtype gives the engine its own copy, updated at every weight sync."""
+    engine_process: bool = False
+    """Run the hf engine in a process of its own (it loads the model itself; the trainer talks to it over a
+    pipe), so that generation and training overlap on a CPU; weights then travel by
+    generator.weight_sync_backend (shared_memory or gloo)."""
+    weight_sync_backend: str | None = None
+    """How new weights reach the engine, by name in skyrl_train.weight_sync: in_process (an engine in the
+    trainer's process), shared_memory or gloo (an engine process), nccl (a GPU engine on other GPUs),
+    cuda_ipc (a GPU engine on the trainer's GPU); null: in_process, or shared_memory with engine_process."""
     remote_inference_engine_urls: StrList = Field(default_factory=list)
     """host:port (or http URL) of each OpenAI-compatible server (backend remote); requests go round robin."""
     num_inference_engines: Annotated[

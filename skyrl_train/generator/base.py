@@ -57,6 +57,9 @@ class TrajectoryResult:
     logprobs: list[float] | None = dataclasses.field(default_factory=list)
     """The engine's log-probability of each response token (0.0 on non-model tokens); ``None`` if the
     engine did not report them."""
+    policy_versions: list[int] | None = dataclasses.field(default_factory=list)
+    """The engine's policy version that produced each response token (-1 on non-model tokens); a turn that ran
+    across an in-flight weight update holds two. ``None`` if the engine does not report them."""
     turn_spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     """``(start, end)`` of each model turn in ``response_ids``."""
     turn_rewards: list[float] = dataclasses.field(default_factory=list)

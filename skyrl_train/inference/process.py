@@ -43,7 +43,8 @@ class EngineProcess(InferenceEngine):
     `model_path` is loaded by the process itself; `options` go to the engine's ``create`` there (for hf:
     ``max_batch_size``, ``prefix_cache_tokens``, ``seed``, ``dtype``, ``device``...). `torch_threads`: intra-op
     threads of the process (default: torch's own choice). `start_timeout_s`: how long loading may take.
-    The tokenizer is loaded here from `model_path` unless given.
+    `weight_sync_backend`: the strategy `update_weights` sends weights by (shared_memory, gloo, or on GPUs
+    nccl / cuda_ipc), chosen once. The tokenizer is loaded here from `model_path` unless given.
     """
 
     is_engine_process = True
@@ -54,13 +55,18 @@ class EngineProcess(InferenceEngine):
         *,
         backend: str = "hf",
         tokenizer: Any = None,
+        weight_sync_backend: str = "shared_memory",
         torch_threads: int | None = None,
         start_timeout_s: float = 600.0,
         **options: Any,
     ) -> None:
         from skyrl_train.models import load_tokenizer
+        from skyrl_train.weight_sync import make_weight_sync
 
         self.backend = backend
+        self.weight_sync_backend = weight_sync_backend
+        self.weight_sync = make_weight_sync(weight_sync_backend)
+        """The strategy every `update_weights` goes through."""
         self.model_path = str(model_path)
         self.options = dict(options)
         self._tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_path)
@@ -164,13 +170,9 @@ class EngineProcess(InferenceEngine):
     async def update_weights(
         self, named_tensors: Iterable[tuple[str, Any]], *, version: int | None = None
     ) -> None:
-        """Send new weights through this client's own shared-memory strategy (a run chooses its strategy with
-        ``generator.weight_sync_backend`` and pushes through it instead)."""
-        if getattr(self, "_own_sync", None) is None:
-            from skyrl_train.weight_sync import make_weight_sync
-
-            self._own_sync = make_weight_sync("shared_memory")
-        await asyncio.to_thread(self._own_sync.push, self, list(named_tensors), version=version)
+        """Send new weights by the client's strategy (`weight_sync_backend`); the engine's process loads them
+        at a token boundary, and requests in flight go on with them."""
+        await asyncio.to_thread(self.weight_sync.push, self, list(named_tensors), version=version)
 
     def close(self) -> None:
         """Stop the process (requests still running end with stop_reason "abort"); idempotent."""
@@ -187,9 +189,7 @@ class EngineProcess(InferenceEngine):
             self._process.kill()
             self._process.join(10)
         self._reader.join(10)
-        own = getattr(self, "_own_sync", None)
-        if own is not None:
-            own.close()
+        self.weight_sync.close()
         self._fail_all(EngineProcessError("the engine process was closed"))
 
     # ------------------------------------------------------------------------------ the pipe

@@ -96,6 +96,7 @@ class VLLMEngine(InferenceEngine):
         enable_sleep_mode: bool = False,
         enable_prefix_caching: bool = True,
         update_chunk_bytes: int = 1 << 30,
+        weight_sync_backend: str = "in_process",
         **engine_kwargs: Any,
     ) -> None:
         from skyrl_train.models import load_tokenizer, resolve_model_path
@@ -105,6 +106,14 @@ class VLLMEngine(InferenceEngine):
         self._tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_path)
         self.enable_sleep_mode = enable_sleep_mode
         self.tensor_parallel_size = tensor_parallel_size
+        self.weight_sync_backend = weight_sync_backend
+        """in_process: weights go to the workers through vLLM's RPC in chunks; nccl or cuda_ipc: by that
+        strategy (:mod:`skyrl_train.weight_sync`), chosen once."""
+        self._weight_sync: Any = None
+        if weight_sync_backend != "in_process":
+            from skyrl_train.weight_sync import make_weight_sync
+
+            self._weight_sync = make_weight_sync(weight_sync_backend)
         self.policy_version = 0
         """Version of the weights in use (one more per update); vLLM does not stamp tokens with it."""
         self.update_chunk_bytes = update_chunk_bytes
@@ -137,6 +146,7 @@ class VLLMEngine(InferenceEngine):
             "max_num_batched_tokens": generator.max_num_batched_tokens,
             # the engine shares the policy's GPUs (colocate_all): it sleeps while the policy trains
             "enable_sleep_mode": True,
+            "weight_sync_backend": generator.weight_sync_backend or "in_process",
         }
 
     @classmethod
@@ -219,7 +229,11 @@ class VLLMEngine(InferenceEngine):
         )
 
     async def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Send the tensors to every worker in chunks, load them with the model's `load_weights`."""
+        """Send the tensors to every worker in chunks, load them with the model's `load_weights`; or by the
+        chosen nccl / cuda_ipc strategy."""
+        if self._weight_sync is not None:
+            await self._weight_sync.push_engine(self, named_tensors, None)
+            return
         chunk: list[tuple[str, torch.Tensor]] = []
         size = 0
         for name, tensor in named_tensors:

@@ -61,6 +61,19 @@ class CudaIpcSync(WeightSync):
         del flat  # the engine has copied it
         return SyncReport(len(tensors), sum(s.nbytes for s in slots), result)
 
+    async def push_engine(
+        self, engine: Any, named_tensors: Iterable[tuple[str, Any]], version: int | None
+    ) -> SyncReport:
+        """The push to vLLM's workers, from the engine's own event loop."""
+        import torch
+        from torch.multiprocessing.reductions import reduce_tensor
+
+        tensors = full_tensors(named_tensors, device=self.device)
+        slots, flat = pack(tensors, self.device)
+        torch.cuda.synchronize()
+        await self._push_vllm(engine, reduce_tensor(flat), [vars(s) for s in slots], version)
+        return SyncReport(len(tensors), sum(s.nbytes for s in slots), engine.policy_version)
+
     @staticmethod
     async def _push_vllm(engine: Any, handle: Any, meta: list, version: int | None) -> None:
         await engine.collective_rpc("skyrl_load_ipc", args=(handle, meta))

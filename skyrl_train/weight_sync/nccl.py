@@ -54,7 +54,13 @@ class NcclSync(BroadcastSync):
             )
         if not hasattr(engine, "collective_rpc"):
             return super().push(engine, named_tensors, version=version)
-        return run_blocking(self._push_vllm(engine, full_tensors(named_tensors, device=self.device), version))
+        return run_blocking(self.push_engine(engine, named_tensors, version))
+
+    async def push_engine(
+        self, engine: Any, named_tensors: Iterable[tuple[str, Any]], version: int | None
+    ) -> SyncReport:
+        """The push to vLLM's workers, from the engine's own event loop."""
+        return await self._push_vllm(engine, full_tensors(named_tensors, device=self.device), version)
 
     async def _push_vllm(
         self, engine: Any, tensors: list[tuple[str, Any]], version: int | None

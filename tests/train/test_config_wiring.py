@@ -103,6 +103,8 @@ CONTEXT: dict[str, list[str]] = {
     "generator.gpu_memory_utilization": VLLM,
     "generator.enforce_eager": VLLM,
     "generator.eval_n_samples_per_prompt": ["generator.eval_sampling_params.temperature=0.7"],
+    # an engine process (its strategy is null: shared_memory, or gloo when changed)
+    "generator.weight_sync_backend": ["generator.engine_process=true"],
 }
 for _key in ("lr", "adam_betas", "weight_decay", "max_grad_norm", "num_warmup_steps", "scheduler"):
     CONTEXT[f"trainer.critic.optimizer_config.{_key}"] = GAE
@@ -189,6 +191,7 @@ CHANGED: dict[str, Any] = {
     "generator.backend": "remote",
     "generator.remote_inference_engine_urls": ["127.0.0.1:9", "127.0.0.1:10"],
     "generator.model_dtype": "bfloat16",
+    "generator.weight_sync_backend": "gloo",
     "generator.inference_engine_tensor_parallel_size": 2,
     "generator.n_samples_per_prompt": 2,
     "generator.eval_n_samples_per_prompt": 2,

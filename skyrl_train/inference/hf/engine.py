@@ -164,10 +164,26 @@ class HFEngine(InferenceEngine):
         `model` (the policy's own model, shared: weight sync is free) is used as given; without it the
         engine loads `model_path` in `generator.model_dtype` on `device`. `max_num_seqs` caps the decode
         batch, `max_num_batched_tokens` the tokens of one prefill, and `enable_prefix_caching=false` turns
-        the prefix cache off.
+        the prefix cache off. With `generator.engine_process` the engine runs in a process of its own
+        (an :class:`~skyrl_train.inference.process.EngineProcess`, which loads `model_path` there, never the
+        policy's object) and receives weights by `generator.weight_sync_backend`.
         """
         from skyrl_train.models import load_model, load_tokenizer
 
+        if generator.engine_process:
+            from skyrl_train.inference.process import EngineProcess
+
+            return EngineProcess(  # type: ignore[return-value]
+                model_path,
+                tokenizer=tokenizer,
+                weight_sync_backend=generator.weight_sync_backend or "shared_memory",
+                dtype=generator.model_dtype,
+                device=device,
+                max_batch_size=generator.max_num_seqs,
+                max_prefill_tokens=generator.max_num_batched_tokens,
+                prefix_cache_tokens=DEFAULT_PREFIX_CACHE_TOKENS if generator.enable_prefix_caching else 0,
+                seed=seed,
+            )
         if model is None:
             model = load_model(model_path, dtype=generator.model_dtype, device=device)
         if tokenizer is None:
