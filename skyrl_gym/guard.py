@@ -136,6 +136,16 @@ class EpisodeGuard(Env):
         self._check_open()
         return self._own_call_of(self.env.evaluate)
 
+    # -- another task on the same resources (a long-lived worker): the environment's own reuse ------------
+    @property
+    def supports_reuse(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.env, "supports_reuse", False))
+
+    def reuse(self, extras: dict[str, Any] | None) -> bool:
+        """The environment's :meth:`~skyrl_gym.Env.reuse`; the next ``init`` starts a new guarded episode."""
+        self._check_open()
+        return bool(self._own_call_of(self.env.reuse, extras))
+
     @property
     def _inside(self) -> bool:
         return getattr(self._local, "depth", 0) > 0

@@ -52,6 +52,8 @@ RULES: dict[str, str] = {
     "deferred-verification": "an environment that supports deferred verification earns the same total reward "
     "for its reference episode deferred (step rewards plus evaluate()['reward']) as verified in its last step, "
     "and evaluate() returns None when verification was not deferred",
+    "reuse": "an environment that supports reuse plays a task after reuse(extras) as a fresh one plays it "
+    "(the same rewards and ends for the reference episodes), or declines with False",
     "gymnasium-check-env": "gymnasium.utils.env_checker.check_env passes on the Gymnasium view of the environment",
 }
 """Every rule ``check_env`` checks, with what it means."""
@@ -476,6 +478,7 @@ def check_env(
         _check_oracle(checker, full_reward)
     _check_noop(checker, noop_action)
     _check_deferred_verification(checker, noop_action)
+    _check_reuse(checker, noop_action)
     if gymnasium_check:
         _check_gymnasium(checker, probe)
     return _finish(report, raise_on_failure)
@@ -620,6 +623,62 @@ def _check_deferred_verification(checker: _Checker, noop_action: Any) -> None:
     if supports and not compared and "deferred-verification" in checker.report.passed:
         checker.report.passed.remove("deferred-verification")
         checker.report.skipped["deferred-verification"] = "no task has a reference episode to compare"
+
+
+def _task_of(env: Env, source: tuple[str, Any]) -> Task | None:
+    kind, value = source
+    return value if kind == "task" else env.sample_task(value)
+
+
+def _outcome(outputs: Sequence[dict[str, Any]]) -> list[tuple[float, bool, Any]]:
+    return [(float(o["reward"]), bool(o["done"]), (o.get("metadata") or {}).get("end")) for o in outputs]
+
+
+def _check_reuse(checker: _Checker, noop_action: Any) -> None:
+    """Each task, played after ``reuse()`` of an environment that played the previous one, ends as fresh."""
+    supports = compared = False
+    with checker.rule("reuse"):
+        probe = checker.fresh()
+        supports = bool(probe.supports_reuse)
+        probe.close()
+        if not supports:
+            return
+        sources = checker.sources
+        # another sample of the same task (what a group of samples does), then the next tasks
+        pairs = [(sources[0], sources[0]), *list(zip(sources, sources[1:], strict=False))[:2]]
+        for first, second in pairs:
+            kept = checker.fresh()
+            task = _task_of(kept, second)
+            if task is None:
+                kept.close()
+                continue
+            _start(kept, first)
+            actions, _ = _episode_actions(kept, noop_action)
+            checker.play(kept, actions, first)
+            if not kept.reuse(task.get("extras")):
+                kept.close()  # declining is allowed: the kept resources did not fit
+                continue
+            kept.init(task["prompt"])
+            actions, _ = _episode_actions(kept, noop_action)
+            after_reuse = []
+            for action in actions:
+                after_reuse.append(checker.step(kept, action))
+                if after_reuse[-1]["done"]:
+                    break
+            kept.close()
+            fresh = checker.fresh()
+            as_fresh = checker.play(fresh, actions, ("task", task))
+            fresh.close()
+            if _outcome(after_reuse) != _outcome(as_fresh):
+                raise _Broken(
+                    "reuse",
+                    f"{second} after reuse() ended {_outcome(after_reuse)} (reward, done, end per step), "
+                    f"fresh {_outcome(as_fresh)}",
+                )
+            compared = True
+    if supports and not compared and "reuse" in checker.report.passed:
+        checker.report.passed.remove("reuse")
+        checker.report.skipped["reuse"] = "every reuse() was declined: nothing to compare"
 
 
 def _check_gymnasium(checker: _Checker, probe: Env) -> None:

@@ -67,6 +67,7 @@ def test_terminal_env_conforms(docker_engine):
         "deterministic",
         "no-shared-state",
         "model-failures-are-not-errors",
+        "reuse",
     ):
         assert rule in report.passed, report.summary()
 
