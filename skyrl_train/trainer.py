@@ -34,6 +34,7 @@ import torch
 from skyrl_train import checkpoint as ckpt
 from skyrl_train.config import Config, SamplingParams
 from skyrl_train.data import Datasets
+from skyrl_train.workers.group import WorkerLostError
 
 __all__ = [
     "LoopPlan",
@@ -110,18 +111,23 @@ def plan_workers(config: Config) -> dict[str, WorkerPlan]:
     return plans
 
 
-def build_worker(plan: WorkerPlan, **extra: Any) -> Any:
-    """The worker of ``plan``: in this process for one worker, else a
-    :class:`~skyrl_train.workers.group.WorkerGroup` of ``plan.world_size`` processes. ``extra`` adds
-    constructor arguments (``total_steps``)."""
+def build_worker(plan: WorkerPlan, *, layout: Any = None, **extra: Any) -> Any:
+    """The worker of ``plan``: with a Ray ``layout`` (:class:`~skyrl_train.ray_layout.RayLayout`), a
+    :class:`~skyrl_train.workers.ray_group.RayWorkerGroup` on the role's bundles; else in this process for
+    one worker, or a :class:`~skyrl_train.workers.group.WorkerGroup` of ``plan.world_size`` processes.
+    ``extra`` adds constructor arguments (``total_steps``)."""
     from skyrl_train.models import load_model
 
+    if layout is not None:
+        return layout.worker_group(plan.cls.role, plan, **extra)
     kwargs = {**plan.kwargs, **extra, "model_factory": functools.partial(load_model, plan.model_path)}
     if plan.world_size <= 1:
         return plan.cls(**kwargs)
-    from skyrl_train.workers.group import WorkerGroup
+    from skyrl_train.workers.group import WORKER_GROUPS
 
-    return WorkerGroup(plan.cls, plan.world_size, worker_kwargs=kwargs, device=kwargs["device"])
+    return WORKER_GROUPS.get("process")(
+        plan.cls, plan.world_size, worker_kwargs=kwargs, device=kwargs["device"]
+    )
 
 
 def engine_shares_policy(config: Config) -> bool:
@@ -133,6 +139,7 @@ def engine_shares_policy(config: Config) -> bool:
     gen = config.generator
     return (
         engine_class(gen.backend).runs_shared_model
+        and config.trainer.placement.backend != "ray"  # the engine is an actor of its own
         and not gen.engine_process  # an engine process loads its own copy
         and config.policy_world_size == 1
         and gen.model_dtype == "float32"
@@ -331,13 +338,15 @@ class Trainer:
         self.run_dir = Path(config.trainer.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.step = 0
+        self.restarts = 0
+        """Times the run rebuilt its workers and engine after one died (``trainer.placement.max_restarts``)."""
+        self.layout: Any = None
+        """The :class:`~skyrl_train.ray_layout.RayLayout` (backend ray), else None."""
         self._closed = False
         self._build()
 
     # ------------------------------------------------------------------------------------------ setup
     def _build(self) -> None:
-        from skyrl_train.generator import MultiTurnGenerator
-        from skyrl_train.inference.base import engine_class
         from skyrl_train.models import load_tokenizer
         from skyrl_train.tracking import Tracker
 
@@ -345,7 +354,7 @@ class Trainer:
         torch.manual_seed(tr.seed)
         policy_path = tr.policy.model.path
         self.tokenizer = load_tokenizer(policy_path)
-        device = "cuda" if tr.placement.backend == "cuda" else "cpu"
+        device = tr.placement.device
 
         data = Datasets.from_config(cfg.data, tr, self.tokenizer)
         self.train_set, self.val_rows, self.iterator = data.train, data.val_rows, data.iterator
@@ -357,18 +366,46 @@ class Trainer:
         # Tracker steps: the warm-up's steps come first, then RL's (checkpoints count RL steps only).
         self.log_offset = self.loop.warmup_steps
 
+        self._build_parts(device)
+
+        resume = resume_path(cfg)
+        self.tracker = Tracker.from_config(
+            cfg, resume_step=self.log_offset + ckpt.checkpoint_step(resume) if resume is not None else None
+        )
+        if resume is not None:
+            self._resume(resume)
+            self.tracker.log({"resumed_from_step": float(self.step)}, step=self.log_offset + self.step)
+        cfg.to_yaml(self.run_dir / "config.yaml")
+
+    def _build_parts(self, device: str) -> None:
+        """The workers, the engine and the runner (again after a lost worker): in this process or spawned
+        processes, or as Ray actors (``trainer.placement.backend=ray``)."""
+        from skyrl_train.generator import MultiTurnGenerator
+        from skyrl_train.inference.base import engine_class
+
+        cfg, tr = self.cfg, self.cfg.trainer
+        if tr.placement.backend == "ray":
+            from skyrl_train.ray_layout import RayLayout
+
+            self.layout = RayLayout.from_config(cfg)
         plans = plan_workers(cfg)
-        self.policy = build_worker(plans["policy"], total_steps=self._policy_updates)
-        self.ref = build_worker(plans["ref"]) if "ref" in plans else None
+        self.policy = build_worker(plans["policy"], layout=self.layout, total_steps=self._policy_updates)
+        self.ref = build_worker(plans["ref"], layout=self.layout) if "ref" in plans else None
         self.critic = (
-            build_worker(plans["critic"], total_steps=self._policy_updates) if "critic" in plans else None
+            build_worker(plans["critic"], layout=self.layout, total_steps=self._policy_updates)
+            if "critic" in plans
+            else None
         )
 
         # Sharing the policy's model object, the hf engine sees every update at once: weight sync is free.
         self._shares_policy = engine_shares_policy(cfg)
+        if self.layout is not None:
+            self.engine = self.layout.build_engine(cfg, self.tokenizer)
+            self.generator = self.layout.build_generator(cfg, self.engine)
+            return
         self.engine = engine_class(cfg.generator.backend).from_config(
             cfg.generator,
-            model_path=policy_path,
+            model_path=tr.policy.model.path,
             tokenizer=self.tokenizer,
             model=self.policy.model if self._shares_policy else None,
             seed=tr.seed,
@@ -376,18 +413,49 @@ class Trainer:
         )
         self.generator = MultiTurnGenerator.from_config(self.engine, cfg)
 
-        resume = resume_path(cfg)
-        self.tracker = Tracker.from_config(
-            cfg, resume_step=self.log_offset + ckpt.checkpoint_step(resume) if resume is not None else None
+    def _resume(self, path: Path) -> None:
+        state = ckpt.load_checkpoint(path, self._workers())
+        self.step = state.step
+        if state.data_state is not None:
+            self.iterator.load_state_dict(state.data_state)
+        self._sync_weights()
+
+    def _teardown_parts(self) -> None:
+        for worker in (self.policy, self.ref, self.critic):
+            if worker is not None and hasattr(worker, "shutdown"):
+                worker.shutdown()
+        self.engine.close()
+        if self.layout is not None:
+            self.layout.shutdown()
+            self.layout = None
+
+    def _recover(self, error: Exception) -> None:
+        """After a worker or the engine died: new ones, and the latest checkpoint of this run (or a fresh
+        start when there is none yet)."""
+        import logging
+
+        self.restarts += 1
+        logging.getLogger("skyrl_train.trainer").warning(
+            "%s; restart %d of %d: rebuilding the workers and the engine and resuming from the latest "
+            "checkpoint",
+            error,
+            self.restarts,
+            self.cfg.trainer.placement.max_restarts,
         )
-        if resume is not None:
-            state = ckpt.load_checkpoint(resume, self._workers())
-            self.step = state.step
-            if state.data_state is not None:
-                self.iterator.load_state_dict(state.data_state)
+        failed_at = self.step
+        self._teardown_parts()
+        self._build_parts(self.cfg.trainer.placement.device)
+        latest = ckpt.find_latest(self.run_dir) or resume_path(self.cfg)
+        if latest is not None:
+            self._resume(latest)
+        else:
+            self.step = 0
+            self.iterator.load_state_dict({**self.iterator.state_dict(), "epoch": 0, "position": 0})
             self._sync_weights()
-            self.tracker.log({"resumed_from_step": float(state.step)}, step=self.log_offset + state.step)
-        cfg.to_yaml(self.run_dir / "config.yaml")
+        self.tracker.log(
+            {"restart/count": float(self.restarts), "restart/failed_at_step": float(failed_at + 1)},
+            step=self.log_offset + self.step,
+        )
 
     def _workers(self) -> dict[str, Any]:
         workers = {"policy": self.policy}
@@ -400,7 +468,9 @@ class Trainer:
         start = time.perf_counter()
         if not self.cfg.trainer.sync_weights:
             return 0.0  # the engine keeps its own weights (evaluation, a rollout policy not trained)
-        if self._shares_policy:
+        if self.layout is not None:
+            self.engine.sync_from(self.policy)  # training actors -> engine actor
+        elif self._shares_policy:
             asyncio.run(self.engine.update_weights(()))  # shared model: drops stale prefix caches
         else:
             state = self.policy.full_state_dict()
@@ -420,6 +490,8 @@ class Trainer:
         out = asyncio.run(
             self.generator.generate(rows, self.loop.n_samples, params, group_offset=group_offset)
         )
+        if self.layout is not None:
+            self.engine.raise_if_lost()  # not a batch of error trajectories: the step stops here
         metrics.update(out.metrics)
         t1 = time.perf_counter()
 
@@ -521,29 +593,16 @@ class Trainer:
                     self.tracker.log(result, step=self.log_offset)
                     evals.append({"stage": "after warm-up", "step": 0, **result})
         bar = ProgressBar(total=self.total_steps, initial=self.step, desc="train")
-        stop_reason = "data"
         try:
-            for rows in self.iterator:
-                if self.step >= self.total_steps:
-                    stop_reason = "max_steps"
+            while True:
+                try:
+                    stop_reason = self._train_loop(bar, evals, started)
                     break
-                metrics = self.train_step(rows)
-                self.step += 1
-                metrics["train/epoch"] = float(self.iterator.state_dict().get("epoch", 0))
-                if loop.evaluates_after(self.step):
-                    result = self.evaluate()
-                    metrics.update(result)
-                    if result:
-                        evals.append({"stage": "during RL", "step": self.step, **result})
-                self.tracker.log(metrics, step=self.log_offset + self.step)
-                bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
-                if loop.checkpoints_after(self.step):
-                    self.save()
-                if loop.out_of_time(time.perf_counter() - started):
-                    stop_reason = "max_wall_time_s"
-                    break
-            else:
-                stop_reason = "data"
+                except WorkerLostError as error:  # a worker or the engine died: resume from a checkpoint
+                    if self.restarts >= tr.placement.max_restarts:
+                        raise
+                    self._recover(error)
+                    bar.n = self.step
         finally:
             bar.close()
         if self.step >= self.total_steps and stop_reason == "data":
@@ -555,6 +614,29 @@ class Trainer:
             evals.append({"stage": "after RL", "step": self.step, **after})
         summary = self._summary(evals, time.perf_counter() - started, stop_reason)
         return summary
+
+    def _train_loop(self, bar: Any, evals: list[dict[str, Any]], started: float) -> str:
+        """Training steps from the iterator's position until the data, the steps or the time run out;
+        returns why it stopped."""
+        loop = self.loop
+        for rows in self.iterator:
+            if self.step >= self.total_steps:
+                return "max_steps"
+            metrics = self.train_step(rows)
+            self.step += 1
+            metrics["train/epoch"] = float(self.iterator.state_dict().get("epoch", 0))
+            if loop.evaluates_after(self.step):
+                result = self.evaluate()
+                metrics.update(result)
+                if result:
+                    evals.append({"stage": "during RL", "step": self.step, **result})
+            self.tracker.log(metrics, step=self.log_offset + self.step)
+            bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
+            if loop.checkpoints_after(self.step):
+                self.save()
+            if loop.out_of_time(time.perf_counter() - started):
+                return "max_wall_time_s"
+        return "data"
 
     def save(self) -> Path:
         """Checkpoint the workers and the trainer state at the current step."""
@@ -604,11 +686,10 @@ class Trainer:
         if self._closed:
             return
         self._closed = True
-        for worker in (self.policy, self.ref, self.critic):
-            if worker is not None:
-                worker.shutdown()
-        self.engine.close()
-        self.tracker.close()
+        try:
+            self._teardown_parts()
+        finally:
+            self.tracker.close()
 
     def __enter__(self) -> Trainer:
         return self

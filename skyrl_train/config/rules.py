@@ -107,11 +107,11 @@ def check_rules(cfg: Config) -> list[str]:
         )
 
     # 8. Devices: vllm and bf16 need GPUs; a colocated vllm engine runs on the policy's first GPUs.
-    if g.backend == "vllm" and p.backend != "cuda":
+    if g.backend == "vllm" and p.device != "cuda":
         errors.append(
             "generator.backend='vllm' needs GPUs: set trainer.placement.backend=cuda, or use generator.backend=hf"
         )
-    if t.bf16 and p.backend != "cuda":
+    if t.bf16 and p.device != "cuda":
         errors.append("trainer.bf16=true needs trainer.placement.backend=cuda (train in float32 on cpu)")
     if g.inference_engine_tensor_parallel_size > 1 and g.backend != "vllm":
         errors.append(
@@ -119,7 +119,7 @@ def check_rules(cfg: Config) -> list[str]:
             f"generator.backend=vllm (the {g.backend} engine does not shard a model over GPUs)"
         )
     engine_gpus = g.num_inference_engines * g.inference_engine_tensor_parallel_size
-    if g.backend == "vllm" and p.backend == "cuda" and engine_gpus > cfg.policy_world_size:
+    if g.backend == "vllm" and p.device == "cuda" and p.colocate_all and engine_gpus > cfg.policy_world_size:
         errors.append(
             f"trainer.placement.colocate_all=true: generator.num_inference_engines * "
             f"generator.inference_engine_tensor_parallel_size ({engine_gpus}) must be at most "
@@ -146,7 +146,7 @@ def check_rules(cfg: Config) -> list[str]:
         ("critic", t.critic.fsdp_config, cfg.critic_world_size),
     ):
         workers = f"trainer.placement.{role}_num_gpus_per_node"
-        if fsdp.cpu_offload and (p.backend != "cuda" or world < 2):
+        if fsdp.cpu_offload and (p.device != "cuda" or world < 2):
             errors.append(
                 f"trainer.{role}.fsdp_config.cpu_offload=true offloads a sharded model from the GPUs: it needs "
                 f"trainer.placement.backend=cuda and {workers} > 1 (got {p.backend!r} and {world})"
@@ -178,6 +178,44 @@ def check_rules(cfg: Config) -> list[str]:
     # 12. Resuming from a path needs the path.
     if t.resume_mode == "from_path" and not t.resume_path:
         errors.append("trainer.resume_mode='from_path' needs trainer.resume_path")
+
+    # 13. What only Ray places: several machines, separate placement groups, environment actors.
+    errors += _check_ray_placement(cfg)
+    return errors
+
+
+def _check_ray_placement(cfg: Config) -> list[str]:
+    p, g = cfg.trainer.placement, cfg.generator
+    if p.backend == "ray":
+        if not p.colocate_policy_ref and p.colocate_all:
+            return [
+                "trainer.placement.colocate_policy_ref=false acts only with trainer.placement.colocate_all=false "
+                "(colocate_all puts every role in one placement group)"
+            ]
+        return []
+    errors = [
+        f"trainer.placement.{key}={getattr(p, key)!r} needs trainer.placement.backend=ray "
+        f"(the {p.backend} backend runs everything on this machine)"
+        for key in ("ray_device", "ray_address", "ray_num_cpus_per_worker", "ray_start_timeout_s")
+        + ("ray_call_timeout_s",)
+        if getattr(p, key) != type(p).model_fields[key].default
+    ]
+    if not p.colocate_all or not p.colocate_policy_ref:
+        errors.append(
+            "trainer.placement.colocate_all=false / colocate_policy_ref=false give the engine and the roles "
+            "placement groups of their own: set trainer.placement.backend=ray"
+        )
+    for role in ("policy", "ref", "critic"):
+        if getattr(p, f"{role}_num_nodes") > 1:
+            errors.append(
+                f"trainer.placement.{role}_num_nodes={getattr(p, f'{role}_num_nodes')} spans machines: set "
+                f"trainer.placement.backend=ray (or raise trainer.placement.{role}_num_gpus_per_node)"
+            )
+    if g.env_workers or g.env_worker_num_cpus != type(g).model_fields["env_worker_num_cpus"].default:
+        errors.append(
+            "generator.env_workers / generator.env_worker_num_cpus run environments in Ray actors: set "
+            "trainer.placement.backend=ray (or leave them out)"
+        )
     return errors
 
 

@@ -9,11 +9,18 @@ FSDP2. :func:`make_workers` picks between the two from the number of processes.
 
 from skyrl_train.workers.base import FSDPWorker, build_lr_scheduler
 from skyrl_train.workers.critic import CriticWorker, ValueModel
-from skyrl_train.workers.group import WorkerGroup, WorkerGroupError, make_workers
+from skyrl_train.workers.group import (
+    WORKER_GROUPS,
+    WorkerGroup,
+    WorkerGroupError,
+    WorkerLostError,
+    make_workers,
+)
 from skyrl_train.workers.policy import PolicyWorker
 from skyrl_train.workers.reference import RefWorker
 
 __all__ = [
+    "WORKER_GROUPS",
     "CriticWorker",
     "FSDPWorker",
     "PolicyWorker",
@@ -21,6 +28,7 @@ __all__ = [
     "ValueModel",
     "WorkerGroup",
     "WorkerGroupError",
+    "WorkerLostError",
     "build_lr_scheduler",
     "make_workers",
 ]

@@ -80,7 +80,7 @@ def build_lr_scheduler(
 def role_kwargs(trainer: TrainerConfig, fsdp: FSDPConfig) -> dict[str, Any]:
     """The keyword arguments every worker takes from the ``trainer`` section and its role's FSDP settings."""
     return {
-        "device": "cuda" if trainer.placement.backend == "cuda" else "cpu",
+        "device": trainer.placement.device,
         "bf16": trainer.bf16,
         "micro_batch_size": trainer.micro_train_batch_size_per_gpu,
         "forward_micro_batch_size": trainer.micro_forward_batch_size_per_gpu,

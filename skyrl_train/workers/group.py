@@ -25,12 +25,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.registries import Registry
 from skyrl_train import distributed as dist_utils
 from skyrl_train.workers.batching import batch_size, batch_tensors, run_mini_batches, slice_batch
 
 
 class WorkerGroupError(RuntimeError):
     """A worker process raised or died; the whole group has been shut down."""
+
+
+class WorkerLostError(WorkerGroupError):
+    """A worker died (its process was killed, ran out of memory, its machine went away): the run can go on
+    from its last checkpoint with new workers (``trainer.placement.max_restarts``)."""
 
 
 def _exit_when_orphaned(parent_pid: int) -> None:
@@ -178,6 +184,10 @@ class WorkerGroup:
         self.shutdown(grace_s=0.0)
         return WorkerGroupError(message)
 
+    def _fail_lost(self, message: str) -> WorkerLostError:
+        self.shutdown(grace_s=0.0)
+        return WorkerLostError(message)
+
     def _collect(self, what: str, timeout_s: float | None = None) -> list[Any]:
         """Wait for one answer per rank; raise (after shutting the group down) on an error or a death."""
         answers: dict[int, Any] = {}
@@ -188,7 +198,7 @@ class WorkerGroup:
             except queue.Empty:
                 for rank, process in enumerate(self._processes):
                     if rank not in answers and not process.is_alive():
-                        raise self._fail(
+                        raise self._fail_lost(
                             f"{self.role} worker rank {rank} (pid {process.pid}) died with exit code "
                             f"{process.exitcode} during {what}; the worker group was shut down"
                         ) from None
@@ -288,6 +298,19 @@ class WorkerGroup:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+WORKER_GROUPS: Registry[type] = Registry(
+    "worker group",
+    "trainer.placement.backend",
+    builtins={
+        "process": "skyrl_train.workers.group:WorkerGroup",
+        "ray": "skyrl_train.workers.ray_group:RayWorkerGroup",
+    },
+)
+"""How a role's several workers are placed, by name: ``process`` (spawned processes on this machine, backends
+cpu and cuda) or ``ray`` (Ray actors in placement groups). Each takes ``(worker_cls, world_size,
+worker_kwargs, device=...)`` and offers the same methods."""
 
 
 def make_workers(worker_cls: type, num_processes: int = 1, device: str = "cpu", **worker_kwargs: Any) -> Any:

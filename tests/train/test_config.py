@@ -166,18 +166,19 @@ def test_every_problem_is_reported_at_once():
 @pytest.mark.parametrize(
     "override, message",
     [
-        (
-            "trainer.placement.colocate_all=false",
-            "trainer.placement.colocate_all=False is not implemented yet",
-        ),
+        # placement groups of their own and several machines are Ray's: refused on the local backends
+        ("trainer.placement.colocate_all=false", "set trainer.placement.backend=ray"),
         (
             "trainer.placement.policy_num_nodes=2",
-            "trainer.placement.policy_num_nodes=2 is not implemented yet",
+            "policy_num_nodes=2 spans machines: set trainer.placement.backend=ray",
         ),
-        ("trainer.placement.ref_num_nodes=2", "trainer.placement.ref_num_nodes=2 is not implemented yet"),
+        (
+            "trainer.placement.ref_num_nodes=2",
+            "ref_num_nodes=2 spans machines: set trainer.placement.backend=ray",
+        ),
         (
             "trainer.placement.critic_num_nodes=2",
-            "trainer.placement.critic_num_nodes=2 is not implemented yet",
+            "critic_num_nodes=2 spans machines: set trainer.placement.backend=ray",
         ),
         ("generator.num_inference_engines=2", "generator.num_inference_engines=2 is not implemented yet"),
         ("trainer.strategy=megatron", "trainer.strategy='megatron' is not implemented yet"),
@@ -192,10 +193,6 @@ def test_keys_not_implemented_are_marked_in_the_schema():
         key for key, field in iter_keys() if any(isinstance(m, NotImplementedYet) for m in field.metadata)
     }
     assert marked == {
-        "trainer.placement.colocate_all",
-        "trainer.placement.policy_num_nodes",
-        "trainer.placement.ref_num_nodes",
-        "trainer.placement.critic_num_nodes",
         "trainer.strategy",
         "generator.num_inference_engines",
     }
