@@ -130,7 +130,7 @@ def test_one_grpo_step_with_the_react_agent_trains_and_masks_error_trajectories_
     # the ReAct loop's own metrics reach the log, averaged over the scored trajectories
     react = "environment/text2sql/react_"
     assert metrics[react + "finished"] == 0.5
-    assert metrics[react + "tool_calls"] == 1.0  # sql, then finish (which is not counted as a tool call)
+    assert metrics[react + "tool_calls"] == 1.0  # the solved sample calls sql and finish, the other none
     assert metrics[react + "format_errors"] == pytest.approx(3 / 2)  # the unsolved sample: 3 turns, no call
     assert metrics[react + "turns"] == pytest.approx((2 + 3) / 2)
 
