@@ -211,10 +211,16 @@ class AgentRunner(Generator):
         return skyrl_gym.make(env_class, env_config=self.env_configs.get(env_class), extras=extras)
 
     def make_env(self, row: Mapping[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
-        """The environment of a dataset row, made as a rollout makes it (the row's ``env_class`` or the
-        default, its ``env_config``, the row's other columns as extras), and the row's prompt."""
+        """The environment of a dataset row as the model plays it in a rollout (the row's ``env_class`` or the
+        default, its ``env_config``, the row's other columns as extras, wrapped by the agent: e.g. inside the
+        ReAct tool loop, so that a warm-up asks the wrapper for its reference), and the row's prompt."""
         env_class, prompt, extras = split_row(row, self.default_env_class)
-        return self._make_env(env_class, extras), prompt
+        env = self._make_env(env_class, extras)
+        try:
+            return self.trajectory(row, None).wrap_env(env), prompt
+        except BaseException:
+            env.close()
+            raise
 
 
 def _is_config(obj: Any) -> bool:

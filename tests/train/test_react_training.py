@@ -143,3 +143,25 @@ def test_one_grpo_step_with_the_react_agent_trains_and_masks_error_trajectories_
         assert int(members.sum()) == 2
         per_row = (batch.advantages * batch.response_mask).sum(-1)[members]
         assert bool((per_row > 0).any()) and bool((per_row < 0).any())
+
+
+def test_the_warm_up_plays_each_rows_reference_through_the_react_loop(sql_rows, tokenizer):
+    """The warm-up asks the environment as the agent plays it (``AgentRunner.make_env``: inside ``ReActEnv``)
+    for its reference, so the references are tool calls and they earn the full reward through the loop."""
+    from skyrl_train.agent.runner import AgentRunner
+    from skyrl_train.config import SamplingParams
+    from skyrl_train.warmup import play_references, reference_episodes
+
+    _, rows = sql_rows
+    config = load_config("sql_cpu", ["generator.agent=react", "generator.react.tools=[sql]"])
+
+    def runner_for(engine):
+        return AgentRunner.from_config(config, engine, tokenizer)
+
+    episodes = reference_episodes(rows, runner_for(None), episode_fraction=1.0, seed=0)
+    assert all(episode and all("<tool_call>" in action for action in episode) for episode in episodes)
+    results = play_references(
+        rows, runner_for, tokenizer, SamplingParams(max_generate_length=256), episode_fraction=1.0, seed=0
+    )
+    assert [r.end for r in results] == ["terminated"] * len(rows)
+    assert [r.reward for r in results] == [1.0] * len(rows)
