@@ -201,6 +201,9 @@ class LoopPlan:
     reference action."""
     eval_after_warmup: bool
     """Evaluate once after the warm-up."""
+    max_restarts: int
+    """Times the loop rebuilds lost workers and resumes from the latest checkpoint
+    (``trainer.placement.max_restarts``)."""
 
     @classmethod
     def from_config(cls, config: Config, batches: int) -> LoopPlan:
@@ -227,6 +230,7 @@ class LoopPlan:
             warmup_lr=w.lr,
             warmup_episode_fraction=w.episode_fraction,
             eval_after_warmup=w.eval_after,
+            max_restarts=tr.placement.max_restarts,
         )
 
     def evaluates_after(self, step: int) -> bool:
@@ -440,7 +444,7 @@ class Trainer:
             "checkpoint",
             error,
             self.restarts,
-            self.cfg.trainer.placement.max_restarts,
+            self.loop.max_restarts,
         )
         failed_at = self.step
         self._teardown_parts()
@@ -599,7 +603,7 @@ class Trainer:
                     stop_reason = self._train_loop(bar, evals, started)
                     break
                 except WorkerLostError as error:  # a worker or the engine died: resume from a checkpoint
-                    if self.restarts >= tr.placement.max_restarts:
+                    if self.restarts >= loop.max_restarts:
                         raise
                     self._recover(error)
                     bar.n = self.step

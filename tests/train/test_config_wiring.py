@@ -108,6 +108,23 @@ CONTEXT: dict[str, list[str]] = {
 }
 for _key in ("lr", "adam_betas", "weight_decay", "max_grad_norm", "num_warmup_steps", "scheduler"):
     CONTEXT[f"trainer.critic.optimizer_config.{_key}"] = GAE
+# The Ray layout's keys act with backend ray (refused otherwise); they reach its plan (ray_plan).
+RAY = ["trainer.placement.backend=ray"]
+for _key in (
+    "ray_device",
+    "ray_address",
+    "ray_num_cpus_per_worker",
+    "ray_start_timeout_s",
+    "ray_call_timeout_s",
+    "colocate_all",
+    "policy_num_nodes",
+):
+    CONTEXT[f"trainer.placement.{_key}"] = RAY
+CONTEXT["trainer.placement.colocate_policy_ref"] = [*RAY, *KL, "trainer.placement.colocate_all=false"]
+CONTEXT["trainer.placement.ref_num_nodes"] = [*RAY, *KL]
+CONTEXT["trainer.placement.critic_num_nodes"] = [*RAY, *GAE]
+CONTEXT["generator.env_workers"] = RAY
+CONTEXT["generator.env_worker_num_cpus"] = [*RAY, "generator.env_workers=1"]
 # A dispatcher's and an agent's own sections act when that dispatcher or agent runs (set otherwise: refused).
 CONTEXT["generator.fixed_pool.num_workers"] = ["generator.dispatcher=fixed_pool"]
 CONTEXT["generator.fixed_pool.reuse_envs"] = ["generator.dispatcher=fixed_pool"]
@@ -148,6 +165,10 @@ CHANGED: dict[str, Any] = {
     "data.train_data": ["{data}/train_b.jsonl"],
     "data.val_data": ["{data}/val_b.jsonl"],
     "trainer.placement.policy_num_gpus_per_node": 2,
+    "trainer.placement.ray_address": "auto",
+    "trainer.placement.policy_num_nodes": 2,
+    "trainer.placement.ref_num_nodes": 2,
+    "trainer.placement.critic_num_nodes": 2,
     "trainer.placement.ref_num_gpus_per_node": 2,
     "trainer.placement.critic_num_gpus_per_node": 2,
     "trainer.policy.model.path": "{other}",
@@ -422,6 +443,10 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
     seen["resume"] = str(resume_path(config))
     seen["sampling"] = [rollout_sampling(config, 0), rollout_sampling(config, 1), eval_sampling(config)]
     seen["advantages"] = _advantages(config)
+    if config.trainer.placement.backend == "ray":
+        from skyrl_train.ray_layout import ray_plan
+
+        seen["ray"] = ray_plan(config).as_dict()  # what the Ray layout is built from (no cluster needed)
 
     policy_model = None
     for role, plan in plan_workers(config).items():
