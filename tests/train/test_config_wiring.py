@@ -484,7 +484,12 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
             seen["engine"]["held"] = {
                 k: v for k, v in vars(engine).items() if isinstance(v, (int, float, str, list, type(None)))
             }
-            if gen.backend == "hf":
+            if gen.backend == "hf" and hasattr(engine, "info"):  # in its own process: what it reported
+                seen["engine"]["dtype"] = engine.info["dtype"]
+                seen["engine"]["options"] = {
+                    k: v for k, v in engine.options.items() if isinstance(v, (int, float, str, type(None)))
+                }
+            elif gen.backend == "hf":
                 seen["engine"]["dtype"] = str(next(engine.model.parameters()).dtype)
                 seen["engine"]["prefix_cache_tokens"] = engine._prefix.max_tokens
                 seen["engine"]["seed"] = engine._rng.initial_seed()
