@@ -133,7 +133,7 @@ def build_worker(plan: WorkerPlan, *, layout: Any = None, **extra: Any) -> Any:
 def engine_shares_policy(config: Config) -> bool:
     """Whether the inference engine runs the policy's own model object (weight sync is then free): an
     engine that can (``runs_shared_model``: hf), one policy worker in this process, the policy's float32,
-    and weights synced at all."""
+    weights synced at all, and the synchronous mode."""
     from skyrl_train.inference.base import engine_class
 
     gen = config.generator
@@ -144,6 +144,7 @@ def engine_shares_policy(config: Config) -> bool:
         and config.policy_world_size == 1
         and gen.model_dtype == "float32"
         and config.trainer.sync_weights
+        and config.trainer.mode == "sync"  # an async engine generates while the policy trains
     )
 
 
@@ -346,6 +347,8 @@ class Trainer:
         """Times the run rebuilt its workers and engine after one died (``trainer.placement.max_restarts``)."""
         self.layout: Any = None
         """The :class:`~skyrl_train.ray_layout.RayLayout` (backend ray), else None."""
+        self.async_producer: Any = None
+        """The :class:`~skyrl_train.async_training.RolloutProducer` of the asynchronous mode's last loop."""
         self._closed = False
         self._build()
 
@@ -481,8 +484,9 @@ class Trainer:
             asyncio.run(self.engine.update_weights(state.items()))
         return time.perf_counter() - start
 
-    def train_step(self, rows: list[dict]) -> dict[str, float]:
-        """One GRPO/PPO step on ``rows``; returns its metrics."""
+    def train_step(self, rows: list[dict], *, rollouts: Any = None) -> dict[str, float]:
+        """One GRPO/PPO step on ``rows``; returns its metrics. With ``rollouts`` (a ``GeneratorOutput`` made
+        already: the asynchronous mode) it trains on those and leaves the weight push to its caller."""
         from skyrl_train.algorithms import compute_batch_advantages
         from skyrl_train.batch import TrainingBatch
 
@@ -491,9 +495,12 @@ class Trainer:
         t0 = time.perf_counter()
         params = rollout_sampling(cfg, self.step)
         group_offset = self.step * tr.train_batch_size
-        out = asyncio.run(
-            self.generator.generate(rows, self.loop.n_samples, params, group_offset=group_offset)
-        )
+        if rollouts is None:
+            out = asyncio.run(
+                self.generator.generate(rows, self.loop.n_samples, params, group_offset=group_offset)
+            )
+        else:
+            out = rollouts
         if self.layout is not None:
             self.engine.raise_if_lost()  # not a batch of error trajectories: the step stops here
         metrics.update(out.metrics)
@@ -514,7 +521,7 @@ class Trainer:
         if self.critic is not None:
             metrics.update(self.critic.train_batch(batch, loop.critic_mini_batch, loop.update_epochs))
         t2 = time.perf_counter()
-        sync_s = self._sync_weights()
+        sync_s = self._sync_weights() if rollouts is None else 0.0
         metrics.update(
             {
                 "time/generate_s": t1 - t0,
@@ -623,6 +630,10 @@ class Trainer:
         """Training steps from the iterator's position until the data, the steps or the time run out;
         returns why it stopped."""
         loop = self.loop
+        if self.cfg.trainer.mode == "async":
+            from skyrl_train.async_training import run_async_loop
+
+            return run_async_loop(self, bar, evals, started)
         for rows in self.iterator:
             if self.step >= self.total_steps:
                 return "max_steps"

@@ -181,6 +181,53 @@ def check_rules(cfg: Config) -> list[str]:
 
     # 13. What only Ray places: several machines, separate placement groups, environment actors.
     errors += _check_ray_placement(cfg)
+
+    # 14. Asynchronous training and the off-policy correction.
+    errors += _check_async(cfg)
+    return errors
+
+
+def _check_async(cfg: Config) -> list[str]:
+    """``trainer.mode=async`` runs where weights can be pushed in flight (the hf engine, in process or in its
+    own process); its section is set only in that mode; the correction compares log-probs the engine and the
+    trainer compute alike."""
+    t, g = cfg.trainer, cfg.generator
+    correction = t.algorithm.off_policy_correction
+    errors: list[str] = []
+    if t.mode == "async":
+        if g.backend != "hf":
+            errors.append(
+                f"trainer.mode=async pushes weights in flight (pause, update, resume at a token boundary), "
+                f"which generator.backend={g.backend!r} does not do here: use generator.backend=hf (vllm's "
+                "in-flight updates are not wired yet)"
+            )
+        if not t.sync_weights:
+            errors.append(
+                "trainer.mode=async needs trainer.sync_weights=true (it pushes weights after each step)"
+            )
+        if t.placement.backend == "ray":
+            errors.append(
+                "trainer.mode=async runs the engine in this process or its own process, not as a Ray actor: "
+                "set trainer.placement.backend=cpu (or cuda), optionally generator.engine_process=true"
+            )
+    else:
+        changed = _changed_keys(t.fully_async)
+        if changed:
+            errors.append(
+                f"trainer.fully_async.{changed[0]} is set but trainer.mode={t.mode!r}: set trainer.mode=async "
+                "or leave trainer.fully_async out"
+            )
+    if correction.method != "none" and g.sampling_params.temperature != 1.0:
+        errors.append(
+            f"trainer.algorithm.off_policy_correction.method={correction.method!r} compares the engine's "
+            "log-probs (temperature 1) with the trainer's (divided by the sampling temperature): it needs "
+            f"generator.sampling_params.temperature=1.0, got {g.sampling_params.temperature}"
+        )
+    if correction.method == "none" and "token_tis_ratio_clip_high" in _changed_keys(correction):
+        errors.append(
+            "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high is set but "
+            "trainer.algorithm.off_policy_correction.method='none': set method=tis or decoupled_ppo"
+        )
     return errors
 
 

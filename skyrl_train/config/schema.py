@@ -37,8 +37,10 @@ __all__ = [
     "EnvironmentConfig",
     "FSDPConfig",
     "FixedPoolConfig",
+    "FullyAsyncConfig",
     "GeneratorConfig",
     "ModelConfig",
+    "OffPolicyCorrectionConfig",
     "OptimizerConfig",
     "OptionalModelConfig",
     "PlacementConfig",
@@ -190,6 +192,19 @@ class PlacementConfig(Section):
         return self.backend
 
 
+class OffPolicyCorrectionConfig(Section):
+    """Correction of the policy loss for tokens the engine sampled with other weights than the policy's before
+    this step (asynchronous training, or engine/trainer numerics): the behaviour log-probs are the engine's
+    (see :mod:`skyrl_train.algorithms.off_policy`)."""
+
+    method: Literal["none", "tis", "decoupled_ppo"] = "none"
+    """none: the plain loss; tis: each token's loss weighted by min(pi_old / mu, C) (truncated importance
+    sampling, mu the engine's probability); decoupled_ppo: the PPO ratio against the proximal policy (the
+    policy before this step's update), each token weighted by pi_prox / mu and left out where that passes C."""
+    token_tis_ratio_clip_high: Float = Field(2.0, ge=1, allow_inf_nan=False)
+    """C: the cap of the per-token behaviour weight (tis truncates at it; decoupled_ppo masks tokens past it)."""
+
+
 class AlgorithmConfig(Section):
     """Advantages, the policy loss, KL and entropy terms."""
 
@@ -231,6 +246,8 @@ class AlgorithmConfig(Section):
     """Weight of the entropy bonus."""
     value_clip: Float = Field(0.2, gt=0)
     """Critic: new values stay within value_clip of the old ones in the clipped value loss."""
+    off_policy_correction: OffPolicyCorrectionConfig = Field(default_factory=OffPolicyCorrectionConfig)
+    """Correction for tokens sampled by other weights (the engine's behaviour log-probs)."""
 
     @property
     def needs_reference(self) -> bool:
@@ -259,6 +276,17 @@ class WarmupConfig(Section):
     """Evaluate once after the warm-up, so that the summary separates its effect from RL's."""
 
 
+class FullyAsyncConfig(Section):
+    """Fully asynchronous training (``trainer.mode=async``, :mod:`skyrl_train.async_training`): generation runs
+    on while the trainer updates, and the weights reach the engine in flight."""
+
+    max_staleness_steps: int = Field(1, ge=0)
+    """K: a group whose oldest token is more than K policy versions behind the policy it trains is not
+    started (capacity control) or, when it still ends up that stale, dropped; 0 behaves like sync training."""
+    num_parallel_generation_workers: int | None = Field(None, ge=1)
+    """Groups (prompts x n_samples_per_prompt trajectories) generated at once; null: train_batch_size."""
+
+
 class TrainerConfig(Section):
     """The training loop: models, placement, algorithm, batch sizes, schedule, checkpoints, logging."""
 
@@ -278,6 +306,11 @@ class TrainerConfig(Section):
     """Advantages, losses, KL and entropy."""
     sft_warmup: WarmupConfig = Field(default_factory=WarmupConfig)
     """Supervised warm-up on the environments' reference trajectories before RL."""
+    mode: Literal["sync", "async"] = "sync"
+    """sync: generate a batch, train on it, sync the weights, repeat; async: generation never stops, the
+    trainer takes train_batch_size finished groups per step and pushes weights in flight (trainer.fully_async)."""
+    fully_async: FullyAsyncConfig = Field(default_factory=FullyAsyncConfig)
+    """The asynchronous mode's staleness bound and generation width."""
     sync_weights: bool = True
     """Push the policy's weights into the inference engine after every update (and on resume). false: the
     engine keeps the weights it started with - evaluation, or rollouts from a policy that is not trained

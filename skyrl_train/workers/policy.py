@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from skyrl_train import distributed as dist_utils
+from skyrl_train.algorithms.off_policy import corrected_advantages
 from skyrl_train.config import AlgorithmConfig, TrainerConfig
 from skyrl_train.workers.base import FSDPWorker, ModelFactory, role_kwargs
 from skyrl_train.workers.batching import Batch, batch_tensors
@@ -41,7 +42,8 @@ class PolicyWorker(FSDPWorker):
     schema's defaults); cosine and linear schedules need ``total_steps`` (optimizer steps of the run).
     ``algorithm_cfg``: an :class:`~skyrl_train.config.AlgorithmConfig` (or a dict of its fields): the
     worker reads ``policy_loss_type``, ``loss_reduction``, ``max_seq_len``, ``use_kl_loss``,
-    ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss`` and ``entropy_loss_coef``; the policy
+    ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss``, ``entropy_loss_coef`` and
+    ``off_policy_correction`` (a batch's ``rollout_log_probs`` weigh its tokens); the policy
     loss reads its own fields (``eps_clip_low``...) from it.
     ``policy_loss_fn`` replaces the registry lookup by ``policy_loss_type`` with a callable of the
     registry's signature ``fn(log_probs, old_log_probs, advantages, response_mask, cfg) -> (loss,
@@ -97,6 +99,7 @@ class PolicyWorker(FSDPWorker):
         self.kl_loss_coef = algorithm.kl_loss_coef
         self.kl_estimator = algorithm.kl_estimator_type
         self.entropy_coef = algorithm.entropy_loss_coef if algorithm.use_entropy_loss else 0.0
+        self.off_policy = algorithm.off_policy_correction
         self._build_optimizer(optimizer_cfg, total_steps)
 
     @staticmethod
@@ -148,9 +151,15 @@ class PolicyWorker(FSDPWorker):
             log_probs, entropy = self._log_probs_and_entropy(
                 mb, with_entropy=True, entropy_grad=bool(self.entropy_coef)
             )
-            pg_loss, loss_metrics = self.policy_loss_fn(
-                log_probs, _old_log_probs(mb, log_probs), mb["advantages"], mask, self.algorithm_cfg
+            old_log_probs = _old_log_probs(mb, log_probs)
+            # tokens another policy sampled (asynchronous rollouts): weighted by the behaviour correction
+            advantages, correction = corrected_advantages(
+                mb["advantages"], old_log_probs, mb.get("rollout_log_probs"), mask, self.off_policy
             )
+            pg_loss, loss_metrics = self.policy_loss_fn(
+                log_probs, old_log_probs, advantages, mask, self.algorithm_cfg
+            )
+            loss_metrics = {**(loss_metrics or {}), **correction}
             loss = pg_loss
             weight = self._micro_weight(mb, self.loss_reduction, tokens, seqs)
             if has_ref:

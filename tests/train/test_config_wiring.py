@@ -27,6 +27,7 @@ torch = pytest.importorskip("torch")
 from pydantic import BaseModel  # noqa: E402
 
 from skyrl_train.agent import AGENTS, Trajectory  # noqa: E402
+from skyrl_train.async_training import AsyncPlan  # noqa: E402
 from skyrl_train.config import Config, ConfigError, NotImplementedYet, iter_keys, load_config  # noqa: E402
 from skyrl_train.data import Datasets  # noqa: E402
 from skyrl_train.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
@@ -88,6 +89,11 @@ CONTEXT: dict[str, list[str]] = {
     "trainer.algorithm.kl_loss_coef": KL,
     "trainer.algorithm.init_kl_coef": ["trainer.algorithm.use_kl_in_reward=true"],
     "trainer.algorithm.entropy_loss_coef": ["trainer.algorithm.use_entropy_loss=true"],
+    "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high": [
+        "trainer.algorithm.off_policy_correction.method=tis"
+    ],
+    "trainer.fully_async.max_staleness_steps": ["trainer.mode=async"],
+    "trainer.fully_async.num_parallel_generation_workers": ["trainer.mode=async"],
     "trainer.bf16": ["trainer.placement.backend=cuda"],
     "trainer.resume_path": ["trainer.resume_mode=from_path", "trainer.resume_path=/checkpoints/a"],
     "generator.backend": [
@@ -194,6 +200,7 @@ CHANGED: dict[str, Any] = {
     "trainer.algorithm.kl_loss_coef": 0.5,
     "trainer.algorithm.init_kl_coef": 0.5,
     "trainer.algorithm.entropy_loss_coef": 0.5,
+    "trainer.fully_async.num_parallel_generation_workers": 3,
     "trainer.sft_warmup.episode_fraction": 0.9,
     "trainer.eval_breakdown_column": "extra_info.split",
     "trainer.train_batch_size": 4,
@@ -374,6 +381,9 @@ def _policy_batch(worker: Any, role: str) -> dict[str, torch.Tensor]:
     offsets = torch.tensor([[-1.5, -0.5, 0.5, 0.0]]).expand(4, 4)
     batch["old_log_probs"] = (current + offsets) * response_mask
     batch["ref_log_probs"] = (current + 0.3) * response_mask
+    # the engine's log-probs: pi_old / mu of e^0.5, e^-0.5, e^1 and 1 (past both correction caps tried)
+    behaviour_offsets = torch.tensor([[0.5, -0.5, 1.0, 0.0]]).expand(4, 4)
+    batch["rollout_log_probs"] = (batch["old_log_probs"] - behaviour_offsets) * response_mask
     batch["advantages"] = torch.tensor([[1.0], [-1.0], [1.0], [-1.0]]).expand(4, 4) * response_mask
     return batch
 
@@ -443,6 +453,7 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
     seen["resume"] = str(resume_path(config))
     seen["sampling"] = [rollout_sampling(config, 0), rollout_sampling(config, 1), eval_sampling(config)]
     seen["advantages"] = _advantages(config)
+    seen["async"] = dataclasses.asdict(AsyncPlan.from_config(config))  # what the async loop is sized by
     if config.trainer.placement.backend == "ray":
         from skyrl_train.ray_layout import ray_plan
 
