@@ -507,6 +507,9 @@ class Trainer:
         t1 = time.perf_counter()
 
         batch = TrainingBatch.from_trajectories(out.trajectories, self.tokenizer.pad_token_id)
+        if self._shares_policy and hasattr(self.engine, "reset_prefix_cache"):
+            # the update makes every cached prefix stale: free them now, not after the update (up to 1.5 GB)
+            self.engine.reset_prefix_cache()
         if not self._on_policy:
             batch.old_log_probs = self.policy.compute_log_probs(batch)
         if self.ref is not None:

