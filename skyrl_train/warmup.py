@@ -147,9 +147,17 @@ def supervised_step(
     batch.returns = batch.advantages.clone()
     metrics = policy.train_batch(batch, batch.batch_size, 1)
     nll = -(batch.old_log_probs * batch.response_mask).sum() / batch.response_mask.sum().clamp(min=1)
+    # The worker's own loss is the clipped surrogate, -1 at ratio 1 whatever the model: the warm-up's loss is
+    # its token-mean negative log-likelihood (before the step), so that the curve shows it falling.
+    forwarded = {
+        f"warmup/{k.split('/', 1)[-1]}": v
+        for k, v in metrics.items()
+        if k.startswith("policy/") and k not in ("policy/loss", "policy/pg_loss")
+    }
     return {
+        **forwarded,
+        "warmup/loss": float(nll),
         "warmup/nll": float(nll),
         "warmup/trajectories": float(len(kept)),
         "warmup/dropped": float(len(rows) - len(kept)),
-        **{f"warmup/{k.split('/', 1)[-1]}": v for k, v in metrics.items() if k.startswith("policy/")},
     }
