@@ -34,12 +34,14 @@ $(STAMP): Makefile pyproject.toml envs/skyrl_wordle/pyproject.toml
 DATA := data/text2sql
 
 # The main job: build the compact text-to-SQL data if missing, then train the embedded model with a supervised
-# warm-up and GRPO on the CPU (recipe skyrl_train/recipes/sql_cpu.yaml); the run folder is runs/sql_cpu.
-main: setup $(DATA)/train.parquet
+# warm-up and GRPO on the CPU (recipe skyrl_train/recipes/sql_cpu.yaml); the run folder is runs/sql_cpu, with
+# summary.json and report.md (held-out and Chinook accuracy per stage, with standard errors).
+main: setup $(DATA)/heldout.parquet
 	$(VENV)/bin/skyrl-train train sql_cpu
 
-$(DATA)/train.parquet:
-	$(PY) datasets/sql/build_compact.py --out $(DATA) --levels easy --train 512 --validation 64
+# train and validation leave out the held-out domains; heldout: 100 easy + 100 medium on those; chinook: 60
+$(DATA)/heldout.parquet:
+	$(PY) datasets/sql/build_compact.py --out $(DATA) --levels easy --train 512 --validation 64 --heldout 100
 
 # Play every environment with scripted policies (no model).
 play: setup

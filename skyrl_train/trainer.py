@@ -365,6 +365,11 @@ class Trainer:
 
         data = Datasets.from_config(cfg.data, tr, self.tokenizer)
         self.train_set, self.val_rows, self.iterator = data.train, data.val_rows, data.iterator
+        from skyrl_train.stage_eval import StageEvaluator
+
+        self.stage_evals = StageEvaluator.from_config(cfg)
+        self.eval_time_s = 0.0
+        """Seconds spent evaluating so far: outside ``trainer.max_wall_time_s``."""
         self.loop = LoopPlan.from_config(cfg, self.iterator.total_batches)
         self.total_steps = self.loop.total_steps
         self._policy_updates = self.total_steps * self.loop.updates_per_step
@@ -550,6 +555,19 @@ class Trainer:
             self.loop.eval_breakdown_column,
         )
         metrics["time/eval_s"] = time.perf_counter() - start
+        self.eval_time_s += metrics["time/eval_s"]
+        return metrics
+
+    def stage_eval(self, stage: str, step: int) -> dict[str, float]:
+        """The stage evaluations of ``data.eval_sets`` at ``stage`` (before, after_warmup, after_rl), logged
+        at tracker step ``step``; see :mod:`skyrl_train.stage_eval`."""
+        if not self.stage_evals:
+            return {}
+        start = time.perf_counter()
+        metrics = self.stage_evals.run(self.generator, stage, self.step)
+        self.eval_time_s += time.perf_counter() - start
+        if metrics:
+            self.tracker.log(metrics, step=step)
         return metrics
 
     def warmup(self) -> None:
@@ -599,6 +617,7 @@ class Trainer:
             if before:
                 self.tracker.log(before, step=0)
                 evals.append({"stage": "before", "step": 0, **before})
+            self.stage_eval("before", 0)
         if fresh and loop.warmup_steps > 0:
             self.warmup()
             if loop.eval_after_warmup:
@@ -606,6 +625,7 @@ class Trainer:
                 if result:
                     self.tracker.log(result, step=self.log_offset)
                     evals.append({"stage": "after warm-up", "step": 0, **result})
+                self.stage_eval("after_warmup", self.log_offset)
         bar = ProgressBar(total=self.total_steps, initial=self.step, desc="train")
         try:
             while True:
@@ -626,6 +646,7 @@ class Trainer:
         if after:
             self.tracker.log(after, step=self.log_offset + self.step)
             evals.append({"stage": "after RL", "step": self.step, **after})
+        self.stage_eval("after_rl", self.log_offset + self.step)
         summary = self._summary(evals, time.perf_counter() - started, stop_reason)
         return summary
 
@@ -652,7 +673,7 @@ class Trainer:
             bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
             if loop.checkpoints_after(self.step):
                 self.save()
-            if loop.out_of_time(time.perf_counter() - started):
+            if loop.out_of_time(time.perf_counter() - started - self.eval_time_s):  # evaluations not counted
                 return "max_wall_time_s"
         return "data"
 
@@ -679,7 +700,10 @@ class Trainer:
             "eval_prompts": len(self.val_rows),
             "peak_rss_gb": _peak_rss_gb(),
             "evaluations": evals,
+            "eval_time_s": round(self.eval_time_s, 1),
         }
+        if self.stage_evals:
+            summary.update(self.stage_evals.summary())
         summary["stages"] = [
             {
                 "stage": e["stage"],
@@ -697,6 +721,10 @@ class Trainer:
         if metrics_path is not None and metrics_path.exists():
             with contextlib.suppress(Exception):
                 plot_learning_curves(metrics_path, self.run_dir / "learning_curve.png")
+        if self.stage_evals:
+            from skyrl_train.report import write_report
+
+            write_report(self.run_dir, summary, warmup_steps=self.loop.warmup_steps)
         return summary
 
     def close(self) -> None:

@@ -596,6 +596,17 @@ class EnvironmentConfig(Section):
     """Per-environment env_config by environment id, e.g. {my_env: {db_path: ...}} (free-form)."""
 
 
+class EvalSetConfig(Section):
+    """One named set of the stage evaluations (see :mod:`skyrl_train.stage_eval`)."""
+
+    paths: StrList = Field(min_length=1)
+    """Parquet or JSONL files of the set's rows."""
+    stages: list[Literal["before", "after_warmup", "after_rl"]] = Field(
+        default_factory=lambda: ["before", "after_warmup", "after_rl"], min_length=1
+    )
+    """The stages that evaluate the set: before training, after the warm-up, after RL."""
+
+
 class DataConfig(Section):
     """Training and evaluation datasets (SkyRL format: prompt, env_class, reward_spec, extra columns)."""
 
@@ -603,6 +614,10 @@ class DataConfig(Section):
     """Parquet or JSONL files of training rows."""
     val_data: StrList = Field(default_factory=list)
     """Parquet or JSONL files of held-out evaluation rows."""
+    eval_sets: dict[str, EvalSetConfig] = Field(default_factory=dict)
+    """Named sets scored question by question at the stages (before, after the warm-up, after RL), with
+    standard errors and paired changes in the run's summary and report; their time is outside
+    trainer.max_wall_time_s."""
     shuffle: bool = True
     """Shuffle the training rows each epoch (deterministic for trainer.seed)."""
 
