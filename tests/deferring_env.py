@@ -39,7 +39,9 @@ class DeferredCountdownEnv(CountdownEnv):
             return BaseTextEnvStepOutput(observations=observations, reward=0.0, done=done, metadata=metadata)
         if self.deferred:
             self.pending_guess = guess
-            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={"verification": "deferred"})
+            return BaseTextEnvStepOutput(
+                observations=[], reward=0.0, done=True, metadata={"verification": "deferred"}
+            )
         return BaseTextEnvStepOutput(observations=[], reward=self._grade(guess), done=True, metadata={})
 
     def evaluate(self) -> dict[str, Any] | None:
