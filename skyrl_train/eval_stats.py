@@ -7,33 +7,26 @@ The change between two stages is measured on the same questions, so its standard
 per-question differences ``after_i - before_i``: ``sd(d) / sqrt(n)``, smaller than the two unpaired errors
 combined whenever the outcomes of a question agree across stages (they usually do).
 
-Behaviour of an episode (the turns after the prompt, in chat messages):
-
-- it *queried before answering* when a model turn ran a ``<sql>`` query whose observation came back before
-  the turn that gave the ``<solution>``;
-- it *saw a surprise* when an observation before the answer reported an error or an empty result
-  (``Error...``, SkyRL's ``Empty DataFrame``, the table style's ``(no rows)``); a correct answer after a
-  surprise counts as a self-correction.
+Behaviour of an episode comes from what its environment reports (``get_metrics()``, a trajectory's
+``env_metrics``), so that the trainer knows no protocol: environments that run tools count ``queries`` (tool
+calls that ran), ``query_errors`` (those that failed) and ``empty_results`` (those that returned nothing).
+An episode *answered* when it ended on its own (``terminated``, not cut by a budget); it *queried before
+answering* when it answered after at least one query ran; it *saw a surprise* when one of its queries failed
+or returned nothing. A correct answer after a surprise counts as a self-correction.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "SURPRISE",
     "behaviour_shares",
     "episode_behaviour",
     "mean_se",
     "paired_change",
 ]
-
-SURPRISE = re.compile(r"<observation>\s*(?:Error\b|Empty DataFrame)|^\(no rows\)$", re.MULTILINE)
-"""An observation that reports an error or an empty result: SkyRL's style starts with ``Error`` or ``Empty
-DataFrame``; the table style starts with ``Error`` or shows its column line, then ``(no rows)``."""
 
 
 def mean_se(values: Sequence[float]) -> dict[str, Any]:
@@ -55,35 +48,23 @@ def paired_change(before: Mapping[Any, float], after: Mapping[Any, float]) -> di
     return mean_se([after[k] - before[k] for k in keys])
 
 
-def _is_observation(message: Mapping[str, Any]) -> bool:
-    return message.get("role") in ("user", "tool") and "<observation>" in str(message.get("content", ""))
+def episode_behaviour(env_metrics: Mapping[str, Any] | None, end: str) -> dict[str, bool]:
+    """What one episode did, from its environment's metrics and how it ended: ``answered`` (it ended on its
+    own: ``end == "terminated"``), ``queried_first`` (answered after a query ran) and ``surprised`` (answered
+    after a query failed or returned no rows)."""
+    metrics = env_metrics or {}
+    answered = end == "terminated"
+    queried = answered and (metrics.get("queries") or 0) > 0
+    surprises = (metrics.get("query_errors") or 0) + (metrics.get("empty_results") or 0)
+    return {"answered": answered, "queried_first": queried, "surprised": answered and surprises > 0}
 
 
-def episode_behaviour(turns: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
-    """What one episode did, from its messages after the prompt: ``answered`` (the last model turn holds a
-    ``<solution>``), ``queried_first`` (a ``<sql>`` turn's observation came back before that answer) and
-    ``surprised`` (an observation before the answer reported an error or an empty result)."""
-    last_model = max((i for i, m in enumerate(turns) if m.get("role") == "assistant"), default=None)
-    answered = last_model is not None and "<solution>" in str(turns[last_model].get("content", ""))
-    queried = surprised = False
-    if answered:
-        for i, message in enumerate(turns[:last_model]):
-            if not _is_observation(message):
-                continue
-            previous = turns[i - 1] if i > 0 else {}
-            if previous.get("role") == "assistant" and "<sql>" in str(previous.get("content", "")):
-                queried = True
-            if SURPRISE.search(str(message.get("content", ""))):
-                surprised = True
-    return {"answered": answered, "queried_first": queried, "surprised": surprised}
-
-
-def behaviour_shares(episodes: Sequence[tuple[Sequence[Mapping[str, Any]], bool]]) -> dict[str, Any]:
-    """Shares over ``(turns, correct)`` episodes: ``queried_first`` (of all episodes, with its standard
+def behaviour_shares(episodes: Sequence[tuple[Mapping[str, Any] | None, str, bool]]) -> dict[str, Any]:
+    """Shares over ``(env_metrics, end, correct)`` episodes: ``queried_first`` (of all episodes, with its standard
     error), ``self_corrected`` (of the correct ones: those that saw a surprise before answering, with its
     standard error), ``answered`` and the counts behind them."""
-    flags = [episode_behaviour(turns) for turns, _ in episodes]
-    correct = [f for f, (_, ok) in zip(flags, episodes, strict=True) if ok]
+    flags = [episode_behaviour(metrics, end) for metrics, end, _ in episodes]
+    correct = [f for f, (_, _, ok) in zip(flags, episodes, strict=True) if ok]
     queried = mean_se([float(f["queried_first"]) for f in flags])
     corrected = mean_se([float(f["surprised"]) for f in correct])
     return {

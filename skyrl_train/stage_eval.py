@@ -54,6 +54,8 @@ class StageRecord:
     """Share of the question's scored samples that were correct."""
     episodes: dict[int, list[dict[str, str]]]
     """The first sample's turns after the prompt, per question."""
+    flags: dict[int, dict[str, bool]]
+    """The first sample's behaviour (:func:`~skyrl_train.eval_stats.episode_behaviour`), per question."""
     behaviour: dict[str, Any]
     errors: int
     """Samples that ended in an error (left out of the outcomes)."""
@@ -156,7 +158,8 @@ class StageEvaluator:
         threshold = getattr(generator, "pass_threshold", 1.0)
         samples: dict[int, list[float]] = {}
         episodes: dict[int, list[dict[str, str]]] = {}
-        played: list[tuple[list[dict[str, str]], bool]] = []
+        flags: dict[int, dict[str, bool]] = {}
+        played: list[tuple[dict[str, Any], str, bool]] = []
         errors = 0
         for t in sorted(trajectories, key=lambda t: (t.group_id, t.sample_index)):
             if t.is_error:
@@ -166,13 +169,15 @@ class StageEvaluator:
             turns = [dict(m) for m in t.messages[len(rows[t.group_id]["prompt"]) :]]
             samples.setdefault(t.group_id, []).append(float(ok))
             episodes.setdefault(t.group_id, turns)
-            played.append((turns, ok))
+            flags.setdefault(t.group_id, episode_behaviour(t.env_metrics, t.end))
+            played.append((t.env_metrics, t.end, ok))
         outcomes = {i: sum(v) / len(v) for i, v in samples.items()}
         return StageRecord(
             stage=stage,
             step=step,
             outcomes=outcomes,
             episodes=episodes,
+            flags=flags,
             behaviour=behaviour_shares(played),
             errors=errors,
             seconds=time.perf_counter() - start,
@@ -248,7 +253,7 @@ class StageEvaluator:
 
         def rank(i: int) -> tuple[int, int]:
             changed = first.outcomes[i] != last.outcomes[i]
-            queried = episode_behaviour(last.episodes[i])["queried_first"]
+            queried = last.flags[i]["queried_first"]
             return (0 if changed else 1, 0 if queried else 1)
 
         out = []

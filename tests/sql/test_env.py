@@ -212,6 +212,7 @@ def test_a_query_gets_skyrls_observation_with_the_turns_left(shop_files, engine)
         "turns": 5,
         "queries": 4,
         "query_errors": 2,
+        "empty_results": 0,
         "solved": True,
         "format_valid": True,
     }
@@ -258,6 +259,7 @@ def test_a_query_gets_a_table_with_column_names_when_strict(shop_files, engine):
         "turns": 5,
         "queries": 4,
         "query_errors": 2,
+        "empty_results": 0,
         "solved": True,
         "format_valid": True,
     }

@@ -1,5 +1,5 @@
 """The evaluation statistics against numbers worked out by hand, and the behaviour measures on hand-made
-episodes written in both observation styles of text2sql."""
+episodes (what an environment reports of an episode and how it ended)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from skyrl_gym.tools.sql import wrap_observation
 from skyrl_train.eval_stats import behaviour_shares, episode_behaviour, mean_se, paired_change
 
 
@@ -33,44 +32,32 @@ def test_paired_change_by_hand():
     assert change["se"] < unpaired
 
 
-def _turns(*texts: str) -> list[dict[str, str]]:
-    roles = ["assistant", "user"]
-    return [{"role": roles[i % 2], "content": text} for i, text in enumerate(texts)]
-
-
-SKYRL_ERROR = wrap_observation("Error executing SQL: no such column nope, db file: x.duckdb", 1, "skyrl")
-SKYRL_EMPTY = wrap_observation("Empty DataFrame\nColumns: []\nIndex: []", 1, "skyrl")
-SKYRL_ROWS = wrap_observation("   0\n0  42", 1, "skyrl")
-TABLE_EMPTY = wrap_observation("count\n(no rows)", 1, "table")
+def _metrics(queries=0, errors=0, empty=0):
+    return {"turns": queries + 1, "queries": queries, "query_errors": errors, "empty_results": empty}
 
 
 @pytest.mark.parametrize(
-    ("turns", "expected"),
+    ("metrics", "end", "expected"),
     [
-        (_turns("<solution>SELECT 1</solution>"), (True, False, False)),
-        (_turns("<sql>SELECT 42</sql>", SKYRL_ROWS, "<solution>SELECT 42</solution>"), (True, True, False)),
-        (_turns("<sql>SELECT nope</sql>", SKYRL_ERROR, "<solution>SELECT 1</solution>"), (True, True, True)),
-        (_turns("<sql>SELECT 1 WHERE 0</sql>", SKYRL_EMPTY, "<solution>x</solution>"), (True, True, True)),
-        (_turns("<sql>SELECT 1 WHERE 0</sql>", TABLE_EMPTY, "<solution>x</solution>"), (True, True, True)),
-        # no answer: nothing counts, even after a query
-        (_turns("<sql>SELECT nope</sql>", SKYRL_ERROR, "<sql>SELECT 2</sql>"), (False, False, False)),
-        # an observation that did not come from a query (a turn without any tag) is not a query run
-        (
-            _turns("I think so", wrap_observation("No query found.", 1, "skyrl"), "<solution>x</solution>"),
-            (True, False, False),
-        ),
+        (_metrics(), "terminated", (True, False, False)),  # answered at once
+        (_metrics(queries=1), "terminated", (True, True, False)),  # checked a query, then answered
+        (_metrics(queries=2, errors=1), "terminated", (True, True, True)),  # a query failed first
+        (_metrics(queries=1, empty=1), "terminated", (True, True, True)),  # a query returned nothing
+        # cut by the turn budget: no answer, so neither counts, even after a failed query
+        (_metrics(queries=2, errors=1), "truncated", (False, False, False)),
+        (None, "terminated", (True, False, False)),  # an environment that reports nothing
     ],
 )
-def test_episode_behaviour_on_hand_made_episodes(turns, expected):
-    flags = episode_behaviour(turns)
+def test_episode_behaviour_on_hand_made_episodes(metrics, end, expected):
+    flags = episode_behaviour(metrics, end)
     assert (flags["answered"], flags["queried_first"], flags["surprised"]) == expected
 
 
 def test_behaviour_shares_count_self_correction_among_correct_answers():
-    direct = _turns("<solution>SELECT 1</solution>")
-    checked = _turns("<sql>SELECT 42</sql>", SKYRL_ROWS, "<solution>SELECT 42</solution>")
-    corrected = _turns("<sql>SELECT nope</sql>", SKYRL_ERROR, "<solution>SELECT 1</solution>")
-    episodes = [(direct, True), (checked, True), (corrected, True), (corrected, False)]
+    direct = (_metrics(), "terminated")
+    checked = (_metrics(queries=1), "terminated")
+    corrected = (_metrics(queries=2, errors=1), "terminated")
+    episodes = [(*direct, True), (*checked, True), (*corrected, True), (*corrected, False)]
     shares = behaviour_shares(episodes)
     assert shares["episodes"] == 4 and shares["correct"] == 3
     assert shares["queried_first"] == pytest.approx(3 / 4)

@@ -41,7 +41,9 @@ def _policy(rows, plan):
         if kind == "wrong":
             return "<think>guess</think>\n<solution>SELECT 12345</solution>"
         if "<observation>" not in conversation.split(question, 1)[1]:
-            return "<think>check</think>\n<sql>SELECT no_such_column FROM no_such_table</sql>"
+            # "fix" runs a query that fails, "empty" one that returns no rows, then both answer gold
+            broken = "SELECT no_such_column FROM no_such_table" if kind == "fix" else "SELECT 1 WHERE 1 = 0"
+            return f"<think>check</think>\n<sql>{broken}</sql>"
         return f"<think>fixed</think>\n<solution>{gold}</solution>"
 
     return script
@@ -58,7 +60,7 @@ def evaluated(tokenizer, rows):
         _generator(tokenizer, rows, ["gold", "gold", "wrong", "wrong", "wrong", "wrong"]), "before", 0
     )
     after = evaluator.run(
-        _generator(tokenizer, rows, ["gold", "gold", "fix", "fix", "wrong", "wrong"]), "after_rl", 7
+        _generator(tokenizer, rows, ["gold", "gold", "fix", "empty", "wrong", "wrong"]), "after_rl", 7
     )
     return evaluator, before, after
 
@@ -88,6 +90,9 @@ def test_stage_metrics_and_table_match_the_scripted_outcomes(evaluated, rows):
     before_ep, after_ep = example["episodes"]
     assert before_ep["correct"] == 0.0 and after_ep["correct"] == 1.0
     assert "<observation>" in after_ep["turns"][1]["content"] and "Error" in after_ep["turns"][1]["content"]
+    empty = summary["examples"][1]
+    assert empty["question"] == rows[3]["extra_info"]["question"]
+    assert "Empty DataFrame" in empty["episodes"][1]["turns"][1]["content"]
 
 
 def test_the_report_of_a_fake_run_folder(evaluated, tmp_path):

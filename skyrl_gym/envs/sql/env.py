@@ -293,6 +293,7 @@ class Text2SQLEnv(BaseTextEnv):
         self.chat_history: ConversationType = []
         self.queries = 0
         self.query_errors = 0
+        self.empty_results = 0
         self.solved = False
         self.format_valid = False
         self.db: Database | None = None
@@ -367,6 +368,7 @@ class Text2SQLEnv(BaseTextEnv):
         text = self.tool_group.run(self.db_id or "", query)
         self.queries += 1
         self.query_errors += int(self.tool_group.last.get("error_kind") is not None)
+        self.empty_results += int(self.tool_group.last.get("rows") == 0)
         return text
 
     def finish_action(self, answer: str) -> str:
@@ -468,6 +470,7 @@ class Text2SQLEnv(BaseTextEnv):
         metadata.update(self.tool_group.last)
         if self.tool_group.last.get("error_kind") is not None:
             self.query_errors += 1
+        self.empty_results += int(self.tool_group.last.get("rows") == 0)  # ran, returned nothing
         return content
 
     def _finish(self, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
@@ -508,11 +511,13 @@ class Text2SQLEnv(BaseTextEnv):
 
     # -- metrics ----------------------------------------------------------------------------------------------
     def get_metrics(self) -> dict[str, Any]:
-        """``turns``, ``queries`` run, ``query_errors``, whether the episode was ``solved``, ``format_valid``."""
+        """``turns``, ``queries`` run, ``query_errors``, ``empty_results`` (queries that ran and returned no
+        rows), whether the episode was ``solved``, ``format_valid``."""
         return {
             "turns": self.turns,
             "queries": self.queries,
             "query_errors": self.query_errors,
+            "empty_results": self.empty_results,
             "solved": self.solved,
             "format_valid": self.format_valid,
         }
