@@ -51,7 +51,7 @@ def run(mode: str, args: argparse.Namespace, root: Path) -> dict:
             f"trainer.fully_async.max_staleness_steps={args.staleness}",
             f"trainer.algorithm.off_policy_correction.method={args.correction}",
         ]
-    config = load_config("sql_cpu", overrides)
+    config = load_config("sql_cpu", [*overrides, *args.override])
     with Trainer(config) as trainer:
         trainer.val_rows = trainer.val_rows[: args.eval_questions]
         summary = trainer.fit()
@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--train-data", default=None)
     parser.add_argument("--val-data", default=None)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--override", action="append", default=[], help="a dotted override for both runs")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
