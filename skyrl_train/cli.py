@@ -40,7 +40,8 @@ def _train(args: argparse.Namespace) -> int:
     cfg = _load(args)
     with Trainer(cfg) as trainer:
         summary = trainer.fit()
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("evaluations", "stages")}, indent=2))
+    shown = {k: v for k, v in summary.items() if k not in ("evaluations", "stages", "eval_sets", "examples")}
+    print(json.dumps(shown, indent=2))
     if summary["stages"]:
         print(f"{'evaluation':16} {'step':>5} {'correct':>12} {'accuracy':>9} {'valid format':>13}")
         for st in summary["stages"]:
@@ -48,6 +49,11 @@ def _train(args: argparse.Namespace) -> int:
             print(
                 f"{st['stage']:16} {st['step']:5d} {share:>12} {st['accuracy']:9.1%} {st['valid_format_rate']:13.1%}"
             )
+    if summary.get("eval_sets"):
+        from skyrl_train.report import stage_tables
+
+        print(stage_tables(summary))
+        print(f"report: {cfg.trainer.run_dir}/report.md")
     print(f"run folder: {cfg.trainer.run_dir}")
     return 0
 
