@@ -383,6 +383,15 @@ def _staleness(groups: list[Group], version: int) -> dict[str, float]:
     }
 
 
+def _check_behaviour_log_probs(cfg: Any, trajectories: list[Any]) -> None:
+    method = cfg.trainer.algorithm.off_policy_correction.method
+    if method != "none" and any(t.logprobs is None for t in trajectories if not t.is_error):
+        raise ValueError(
+            f"trainer.algorithm.off_policy_correction.method={method!r} needs the engine's log-probs per token, "
+            "and the engine reported none: use an engine that reports them (hf) or set method=none"
+        )
+
+
 def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]], started: float) -> str:
     """The training steps of ``trainer`` in the asynchronous mode, from its iterator's position until the
     data, the steps or the time run out; returns why it stopped (as the synchronous loop does). The producer
@@ -413,6 +422,7 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]], started:
             wait_s = time.perf_counter() - t0
             version = producer.version
             trajectories = [t for g in groups for t in g.output.trajectories]
+            _check_behaviour_log_probs(cfg, trajectories)
             rollouts = GeneratorOutput(
                 trajectories,
                 rollout_metrics(

@@ -78,15 +78,13 @@ def corrected_advantages(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The advantages weighted by the correction ``cfg`` (an
     :class:`~skyrl_train.config.schema.OffPolicyCorrectionConfig`: ``method``, ``token_tis_ratio_clip_high``),
-    and its metrics; ``method == "none"`` returns them as they are. A correction without behaviour log-probs
-    (an engine that reports none) is refused: it would silently train uncorrected."""
+    and its metrics; ``method == "none"`` returns them as they are. A batch without behaviour log-probs was not
+    sampled by an engine (the supervised warm-up's reference trajectories): nothing to correct, and the
+    metric ``off_policy/uncorrected`` says so (the asynchronous loop refuses sampled rollouts without them)."""
     if cfg is None or cfg.method == "none":
         return advantages, {}
     if behaviour_log_probs is None:
-        raise ValueError(
-            f"trainer.algorithm.off_policy_correction.method={cfg.method!r} needs the engine's log-probs "
-            "(TrainingBatch.rollout_log_probs); this batch has none: the engine did not report them"
-        )
+        return advantages, {"off_policy/uncorrected": 1.0}
     weights, metrics = behaviour_weights(
         old_log_probs, behaviour_log_probs, response_mask, cfg.method, cfg.token_tis_ratio_clip_high
     )

@@ -287,8 +287,11 @@ def test_tis_truncates_and_decoupled_ppo_masks_tokens_past_the_cap():
     assert torch.allclose(tis, torch.tensor([[1.0, 2.0, 2.0, 0.0]]))
     assert torch.allclose(decoupled, torch.tensor([[1.0, 2.0, 0.0, 0.0]]))
     assert tis_metrics["off_policy/capped_frac"] == pytest.approx(1 / 3)
-    with pytest.raises(ValueError, match="rollout_log_probs"):
-        corrected_advantages(torch.ones(1, 4), old, None, mask, OffPolicyCorrectionConfig(method="tis"))
+    # no behaviour log-probs (the warm-up's reference trajectories): nothing to correct, and it says so
+    same, metrics = corrected_advantages(
+        torch.ones(1, 4), old, None, mask, OffPolicyCorrectionConfig(method="tis")
+    )
+    assert torch.equal(same, torch.ones(1, 4)) and metrics == {"off_policy/uncorrected": 1.0}
 
 
 def test_a_policy_step_on_on_policy_rollouts_is_the_plain_step():
