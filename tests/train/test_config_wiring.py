@@ -34,6 +34,7 @@ from skyrl_train.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
 from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
 from skyrl_train.inference.base import engine_class  # noqa: E402
 from skyrl_train.inference.scripted import ScriptedEngine  # noqa: E402
+from skyrl_train.stage_eval import StageEvaluator  # noqa: E402
 from skyrl_train.tracking import Tracker  # noqa: E402
 from skyrl_train.trainer import (  # noqa: E402
     LoopPlan,
@@ -170,6 +171,7 @@ REACHES: dict[str, str] = {
 CHANGED: dict[str, Any] = {
     "data.train_data": ["{data}/train_b.jsonl"],
     "data.val_data": ["{data}/val_b.jsonl"],
+    "data.eval_sets": {"heldout": {"paths": ["{data}/val_b.jsonl"], "stages": ["before", "after_rl"]}},
     "trainer.placement.policy_num_gpus_per_node": 2,
     "trainer.placement.ray_address": "auto",
     "trainer.placement.policy_num_nodes": 2,
@@ -442,6 +444,11 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
         "train": [row["prompt"][0]["content"] for row in data.train],
         "val": [row["prompt"][0]["content"] for row in data.val_rows],
         "batches": [[row["prompt"][0]["content"] for row in batch] for batch in data.iterator],
+    }
+    stage_evals = StageEvaluator.from_config(config)
+    seen["stage_evals"] = {
+        s.name: {"stages": list(s.stages), "rows": [row["prompt"][0]["content"] for row in s.rows]}
+        for s in stage_evals.sets
     }
     loop = LoopPlan.from_config(config, data.iterator.total_batches)
     seen["loop"] = {
