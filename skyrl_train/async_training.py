@@ -397,7 +397,7 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]], started:
     data, the steps or the time run out; returns why it stopped (as the synchronous loop does). The producer
     is stopped (its thread joined, groups in flight cancelled) before this returns or raises."""
     from skyrl_train.agent.metrics import rollout_metrics
-    from skyrl_train.trainer import rollout_sampling
+    from skyrl_train.sampling import rollout_sampling
 
     cfg, loop = trainer.cfg, trainer.loop
     plan = AsyncPlan.from_config(cfg)

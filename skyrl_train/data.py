@@ -34,6 +34,7 @@ __all__ = [
     "prompt_length",
     "read_rows",
     "row_to_env_args",
+    "row_value",
 ]
 
 
@@ -256,3 +257,14 @@ class Datasets:
         val_rows = [row for path in data.val_data for row in read_rows(path)]
         iterator = BatchIterator(train, trainer.train_batch_size, trainer.epochs, trainer.seed, data.shuffle)
         return cls(train=train, iterator=iterator, val_rows=val_rows)
+
+
+def row_value(row: dict, column: str) -> Any:
+    """The value at ``column`` of a dataset row, a dotted path into nested dicts (``"extra_info.level"``);
+    None where the path does not exist."""
+    value: Any = row
+    for part in column.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value

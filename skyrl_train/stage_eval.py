@@ -96,7 +96,7 @@ class StageEvaluator:
         from pathlib import Path
 
         from skyrl_train.evaluation import read_rows
-        from skyrl_train.trainer import eval_sampling
+        from skyrl_train.sampling import eval_sampling
 
         sets, skipped = [], {}
         for name, spec in config.data.eval_sets.items():
@@ -184,7 +184,7 @@ class StageEvaluator:
         )
 
     def _level(self, row: dict[str, Any]) -> str | None:
-        from skyrl_train.trainer import row_value
+        from skyrl_train.data import row_value
 
         if not self.breakdown_column:
             return None

@@ -33,7 +33,8 @@ import torch
 
 from skyrl_train import checkpoint as ckpt
 from skyrl_train.config import Config, SamplingParams
-from skyrl_train.data import Datasets
+from skyrl_train.data import Datasets, row_value
+from skyrl_train.sampling import eval_sampling, rollout_sampling
 from skyrl_train.workers.group import WorkerLostError
 
 __all__ = [
@@ -50,21 +51,6 @@ __all__ = [
     "rollout_sampling",
     "row_value",
 ]
-
-
-def rollout_sampling(config: Config, step: int) -> SamplingParams:
-    """The sampling parameters of training step ``step``: ``generator.sampling_params``, seeded with its
-    ``seed`` (or ``trainer.seed``) plus the step, so that every step samples differently and reproducibly."""
-    params = config.generator.sampling_params
-    base = config.trainer.seed if params.seed is None else params.seed
-    return params.model_copy(update={"seed": base + step})
-
-
-def eval_sampling(config: Config) -> SamplingParams:
-    """The sampling parameters of every evaluation: ``generator.eval_sampling_params``, seeded with its
-    ``seed`` (or ``trainer.seed``)."""
-    params = config.generator.eval_sampling_params
-    return params.model_copy(update={"seed": config.trainer.seed if params.seed is None else params.seed})
 
 
 @dataclasses.dataclass
@@ -252,17 +238,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
-
-
-def row_value(row: dict, column: str) -> Any:
-    """The value at ``column`` of a dataset row, a dotted path into nested dicts (``"extra_info.level"``);
-    None where the path does not exist."""
-    value: Any = row
-    for part in column.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
 
 
 def evaluate_rows(
