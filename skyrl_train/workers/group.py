@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,101 @@ def _stop_processes(processes: list, commands: list, grace_s: float) -> None:
             process.join(2.0)
 
 
-class WorkerGroup:
+class RankedWorkers:
+    """The API of a single worker over ``world_size`` ranks, for every placement of them.
+
+    A subclass says how one command reaches every rank (:meth:`_run`: the same arguments, or one set per rank)
+    and how to stop them; everything else (the per-rank calls, splitting a batch over the ranks, the worker
+    methods) is written once here.
+    """
+
+    role: str
+    world_size: int
+    _closed: bool
+
+    def _run(self, method: str, args_by_rank: Sequence[tuple], kwargs: dict) -> list[Any]:
+        """Run ``worker.method(*args_by_rank[rank], **kwargs)`` on every rank; the answers by rank."""
+        raise NotImplementedError
+
+    def shutdown(self, grace_s: float = 10.0) -> None:
+        """Stop every rank; safe to call twice."""
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorkerGroupError(f"the {self.role} worker group is shut down")
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """Run ``worker.method(*args, **kwargs)`` on every rank; the answers by rank."""
+        self._check_open()
+        return self._run(method, [args] * self.world_size, kwargs)
+
+    def _call_sharded(self, method: str, batch: Any) -> list[Any]:
+        self._check_open()
+        tensors = batch_tensors(batch)
+        size = batch_size(tensors)
+        if size % self.world_size:
+            raise ValueError(
+                f"{method}: a batch of {size} rows does not split evenly over {self.world_size} workers; "
+                "make the number of trajectories a multiple of the number of training processes"
+            )
+        shard = size // self.world_size
+        shards = [
+            (slice_batch(tensors, rank * shard, (rank + 1) * shard),) for rank in range(self.world_size)
+        ]
+        return self._run(method, shards, {})
+
+    # -- the worker API
+
+    def compute_log_probs(self, batch: Any):
+        """Per-token log-probabilities ``[B, T]``: each rank computes its slice of the rows."""
+        import torch
+
+        return torch.cat(self._call_sharded("compute_log_probs", batch), dim=0)
+
+    def compute_values(self, batch: Any):
+        """Critic values ``[B, T]``: each rank computes its slice of the rows."""
+        import torch
+
+        return torch.cat(self._call_sharded("compute_values", batch), dim=0)
+
+    def train_step(self, batch: Any) -> dict[str, float]:
+        """One data-parallel optimizer step on one mini-batch; metrics averaged over the ranks."""
+        return self._call_sharded("train_step", batch)[0]
+
+    def train_batch(self, batch: Any, mini_batch_size: int, update_epochs: int = 1) -> dict[str, float]:
+        """Optimizer steps over consecutive mini-batches of ``mini_batch_size`` rows (all ranks together)."""
+        return run_mini_batches(self, batch, mini_batch_size, update_epochs, self.role)
+
+    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:
+        """Every rank starts a fresh optimizer and schedule."""
+        self.call("reset_optimizer", optimizer_cfg, total_steps)
+
+    def full_state_dict(self) -> dict:
+        """The unsharded weights on CPU (gathered on rank 0)."""
+        return self.call("full_state_dict")[0]
+
+    def save_checkpoint(self, path: str | Path) -> None:
+        """Every rank writes its shards into folder ``path`` (a folder all ranks can reach)."""
+        self.call("save_checkpoint", str(path))
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Every rank restores its shards from ``path``."""
+        self.call("load_checkpoint", str(path))
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken so far."""
+        return int(self.call("__getattribute__", "global_step")[0])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+class WorkerGroup(RankedWorkers):
     """``world_size`` worker processes behind the API of a single worker.
 
     ``worker_cls(**worker_kwargs)`` is built in every process; the class and every argument (the model
@@ -215,73 +309,10 @@ class WorkerGroup:
             answers[rank] = payload
         return [answers[rank] for rank in range(self.world_size)]
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise WorkerGroupError(f"the {self.role} worker group is shut down")
-
-    def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
-        """Run ``worker.method(*args, **kwargs)`` on every rank; the answers by rank."""
-        self._check_open()
-        for command_queue in self._commands:
+    def _run(self, method: str, args_by_rank: Sequence[tuple], kwargs: dict) -> list[Any]:
+        for command_queue, args in zip(self._commands, args_by_rank, strict=True):
             command_queue.put((method, args, kwargs))
         return self._collect(method)
-
-    def _call_sharded(self, method: str, batch: Any) -> list[Any]:
-        self._check_open()
-        tensors = batch_tensors(batch)
-        size = batch_size(tensors)
-        if size % self.world_size:
-            raise ValueError(
-                f"{method}: a batch of {size} rows does not split evenly over {self.world_size} workers; "
-                "make the number of trajectories a multiple of the number of training processes"
-            )
-        shard = size // self.world_size
-        for rank, command_queue in enumerate(self._commands):
-            command_queue.put((method, (slice_batch(tensors, rank * shard, (rank + 1) * shard),), {}))
-        return self._collect(method)
-
-    # -- the worker API
-
-    def compute_log_probs(self, batch: Any):
-        """Per-token log-probabilities ``[B, T]``: each rank computes its slice of the rows."""
-        import torch
-
-        return torch.cat(self._call_sharded("compute_log_probs", batch), dim=0)
-
-    def compute_values(self, batch: Any):
-        """Critic values ``[B, T]``: each rank computes its slice of the rows."""
-        import torch
-
-        return torch.cat(self._call_sharded("compute_values", batch), dim=0)
-
-    def train_step(self, batch: Any) -> dict[str, float]:
-        """One data-parallel optimizer step on one mini-batch; metrics averaged over the ranks."""
-        return self._call_sharded("train_step", batch)[0]
-
-    def train_batch(self, batch: Any, mini_batch_size: int, update_epochs: int = 1) -> dict[str, float]:
-        """Optimizer steps over consecutive mini-batches of ``mini_batch_size`` rows (all ranks together)."""
-        return run_mini_batches(self, batch, mini_batch_size, update_epochs, self.role)
-
-    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:
-        """Every rank starts a fresh optimizer and schedule."""
-        self.call("reset_optimizer", optimizer_cfg, total_steps)
-
-    def full_state_dict(self) -> dict:
-        """The unsharded weights on CPU (gathered on rank 0)."""
-        return self.call("full_state_dict")[0]
-
-    def save_checkpoint(self, path: str | Path) -> None:
-        """Every rank writes its shards into folder ``path`` (a folder all processes can reach)."""
-        self.call("save_checkpoint", str(path))
-
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Every rank restores its shards from ``path``."""
-        self.call("load_checkpoint", str(path))
-
-    @property
-    def global_step(self) -> int:
-        """Optimizer steps taken so far."""
-        return int(self.call("__getattribute__", "global_step")[0])
 
     # -- lifetime
 
@@ -292,12 +323,6 @@ class WorkerGroup:
         self._closed = True
         self._finalizer.detach()
         _stop_processes(self._processes, self._commands, grace_s)
-
-    def __enter__(self) -> WorkerGroup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
 
 WORKER_GROUPS: Registry[type] = Registry(

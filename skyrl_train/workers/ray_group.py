@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from skyrl_train import distributed as dist_utils
-from skyrl_train.workers.batching import batch_size, batch_tensors, run_mini_batches, slice_batch
-from skyrl_train.workers.group import WorkerGroupError
+from skyrl_train.workers.group import RankedWorkers, WorkerGroupError
 
 __all__ = ["RayWorkerGroup", "TrainingActor"]
 
@@ -95,7 +93,7 @@ class TrainingActor:
         dist_utils.destroy_process_group()
 
 
-class RayWorkerGroup:
+class RayWorkerGroup(RankedWorkers):
     """``world_size`` worker actors behind the API of a single worker; see the module docstring.
 
     ``worker_cls(**worker_kwargs)`` is built in every actor (the class and arguments travel by pickle).
@@ -177,60 +175,12 @@ class RayWorkerGroup:
             self.shutdown()
             raise type(error)(f"{error}; the {self.role} worker group was shut down") from None
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise WorkerGroupError(f"the {self.role} worker group is shut down")
-
-    def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
-        """Run ``worker.method(*args, **kwargs)`` on every rank; the answers by rank."""
-        self._check_open()
-        return self._wait([actor.run.remote(method, args, kwargs) for actor in self.actors], method)
-
-    def _call_sharded(self, method: str, batch: Any) -> list[Any]:
-        self._check_open()
-        tensors = batch_tensors(batch)
-        size = batch_size(tensors)
-        if size % self.world_size:
-            raise ValueError(
-                f"{method}: a batch of {size} rows does not split evenly over {self.world_size} workers; "
-                "make the number of trajectories a multiple of the number of training processes"
-            )
-        shard = size // self.world_size
+    def _run(self, method: str, args_by_rank: Sequence[tuple], kwargs: dict) -> list[Any]:
         refs = [
-            actor.run.remote(method, (slice_batch(tensors, rank * shard, (rank + 1) * shard),), {})
-            for rank, actor in enumerate(self.actors)
+            actor.run.remote(method, args, kwargs)
+            for actor, args in zip(self.actors, args_by_rank, strict=True)
         ]
         return self._wait(refs, method)
-
-    # -- the worker API (WorkerGroup's)
-
-    def compute_log_probs(self, batch: Any):
-        """Per-token log-probabilities ``[B, T]``: each rank computes its slice of the rows."""
-        import torch
-
-        return torch.cat(self._call_sharded("compute_log_probs", batch), dim=0)
-
-    def compute_values(self, batch: Any):
-        """Critic values ``[B, T]``: each rank computes its slice of the rows."""
-        import torch
-
-        return torch.cat(self._call_sharded("compute_values", batch), dim=0)
-
-    def train_step(self, batch: Any) -> dict[str, float]:
-        """One data-parallel optimizer step on one mini-batch; metrics averaged over the ranks."""
-        return self._call_sharded("train_step", batch)[0]
-
-    def train_batch(self, batch: Any, mini_batch_size: int, update_epochs: int = 1) -> dict[str, float]:
-        """Optimizer steps over consecutive mini-batches of ``mini_batch_size`` rows (all ranks together)."""
-        return run_mini_batches(self, batch, mini_batch_size, update_epochs, self.role)
-
-    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:
-        """Every rank starts a fresh optimizer and schedule."""
-        self.call("reset_optimizer", optimizer_cfg, total_steps)
-
-    def full_state_dict(self) -> dict:
-        """The unsharded weights on CPU (gathered on rank 0)."""
-        return self.call("full_state_dict")[0]
 
     def push_weights(self, engine_actor: Any) -> int:
         """Load the current weights into an engine actor straight from rank 0 (see
@@ -239,19 +189,6 @@ class RayWorkerGroup:
         timeout = self.call_timeout_s
         refs = [actor.push_weights.remote(engine_actor, timeout) for actor in self.actors]
         return self._wait(refs, "weight sync to the inference engine actor")[0]
-
-    def save_checkpoint(self, path: str | Path) -> None:
-        """Every rank writes its shards into folder ``path`` (a folder all actors can reach)."""
-        self.call("save_checkpoint", str(path))
-
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Every rank restores its shards from ``path``."""
-        self.call("load_checkpoint", str(path))
-
-    @property
-    def global_step(self) -> int:
-        """Optimizer steps taken so far."""
-        return int(self.call("__getattribute__", "global_step")[0])
 
     # -- lifetime
 
@@ -272,9 +209,3 @@ class RayWorkerGroup:
                 ray.kill(actor, no_restart=True)
             except Exception:
                 pass
-
-    def __enter__(self) -> RayWorkerGroup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
