@@ -12,9 +12,22 @@ import asyncio
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["env_rows", "format_table", "pass_at_k", "pass_at_k_table", "read_rows", "run_eval"]
+from skyrl_train.data import row_value
+
+if TYPE_CHECKING:
+    from skyrl_train.config import SamplingParams
+
+__all__ = [
+    "env_rows",
+    "evaluate_rows",
+    "format_table",
+    "pass_at_k",
+    "pass_at_k_table",
+    "read_rows",
+    "run_eval",
+]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -25,6 +38,64 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def evaluate_rows(
+    generator: Any,
+    rows: Sequence[dict],
+    params: SamplingParams,
+    n_samples: int,
+    batch: int,
+    breakdown_column: str | None = None,
+) -> dict:
+    """Roll out ``rows`` ``n_samples`` times each and report accuracy, valid-format rate and pass@k.
+
+    A trajectory counts as correct when its reward reaches the generator's pass threshold (full reward);
+    its format is valid when the environment says so (``format_valid`` metric) or, for environments that do
+    not report it, when its reward is not negative. Error trajectories are counted apart, never as wrong.
+    With ``breakdown_column`` (``trainer.eval_breakdown_column``), ``eval/accuracy/<value>`` is the accuracy
+    of the rows with each value of that column (rows without one are left out of the breakdown).
+    """
+    trajectories = []
+    for start in range(0, len(rows), batch):
+        chunk = list(rows[start : start + batch])
+        out = asyncio.run(generator.generate(chunk, n_samples, params, group_offset=start))
+        trajectories += out.trajectories
+    threshold = getattr(generator, "pass_threshold", 1.0)
+    scored = [t for t in trajectories if not t.is_error]
+    correct = [t.reward >= threshold for t in scored]
+
+    def format_ok(t: Any) -> bool:
+        value = (t.env_metrics or {}).get("format_valid")
+        return bool(value) if value is not None else t.reward >= 0
+
+    by_group: dict[int, list[bool]] = {}
+    for t, ok in zip(scored, correct, strict=True):
+        by_group.setdefault(t.group_id, []).append(ok)
+    metrics = {
+        "eval/num_prompts": float(len(rows)),
+        "eval/num_trajectories": float(len(trajectories)),
+        "eval/num_errors": float(len(trajectories) - len(scored)),
+        "eval/accuracy": sum(correct) / max(len(scored), 1),
+        "eval/valid_format_rate": sum(format_ok(t) for t in scored) / max(len(scored), 1),
+        "eval/reward_mean": sum(t.reward for t in scored) / max(len(scored), 1),
+        "eval/response_length_mean": sum(t.num_model_tokens for t in scored) / max(len(scored), 1),
+    }
+    for k in sorted({1, n_samples}):
+        if by_group and all(len(v) >= k for v in by_group.values()):
+            metrics[f"eval/pass@{k}"] = sum(pass_at_k(len(v), sum(v), k) for v in by_group.values()) / len(
+                by_group
+            )
+    if breakdown_column:
+        # group_id is the row's index (group_offset = the chunk's start)
+        per_value: dict[str, list[bool]] = {}
+        for t, ok in zip(scored, correct, strict=True):
+            value = row_value(rows[t.group_id], breakdown_column)
+            if value is not None and value != "":
+                per_value.setdefault(str(value), []).append(ok)
+        for value, oks in sorted(per_value.items()):
+            metrics[f"eval/accuracy/{value}"] = sum(oks) / len(oks)
+    return metrics
 
 
 def read_rows(path: str) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 One :class:`Trainer` owns the parts of a run, each built from its own section of the config:
 
-- the policy (and, when needed, reference and critic) workers (:func:`plan_workers`, each worker's
+- the policy (and, when needed, reference and critic) workers (:func:`~skyrl_train.workers.plan.plan_workers`, each worker's
   ``config_kwargs``): in process for one worker, a :class:`~skyrl_train.workers.group.WorkerGroup` of FSDP2
   processes for more;
 - the inference engine (``engine_class(generator.backend).from_config(generator, ...)``: ``hf``, ``vllm`` or
@@ -20,12 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import json
-import math
 import random
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +31,10 @@ import torch
 from skyrl_train import checkpoint as ckpt
 from skyrl_train.config import Config, SamplingParams
 from skyrl_train.data import Datasets, row_value
+from skyrl_train.evaluation import evaluate_rows, pass_at_k
 from skyrl_train.sampling import eval_sampling, rollout_sampling
 from skyrl_train.workers.group import WorkerLostError
+from skyrl_train.workers.plan import WorkerPlan, build_worker, engine_shares_policy, plan_workers
 
 __all__ = [
     "LoopPlan",
@@ -51,87 +50,6 @@ __all__ = [
     "rollout_sampling",
     "row_value",
 ]
-
-
-@dataclasses.dataclass
-class WorkerPlan:
-    """How the trainer builds one training role: worker class, processes, model and constructor arguments."""
-
-    cls: type
-    """``PolicyWorker``, ``RefWorker`` or ``CriticWorker``."""
-    world_size: int
-    """Worker processes (1: in the trainer's process, unsharded)."""
-    model_path: str
-    """The model the worker loads."""
-    kwargs: dict[str, Any]
-    """The worker's ``config_kwargs`` for the run's config."""
-
-
-def plan_workers(config: Config) -> dict[str, WorkerPlan]:
-    """The training roles of a run (policy; the reference model when a KL term is on; the critic for
-    gae), each from its own section of ``trainer`` and its own ``trainer.placement`` sizes."""
-    from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
-
-    tr = config.trainer
-    # the training forward divides the logits by the sampling temperature, as the sampler did
-    temperature = config.generator.sampling_params.temperature or 1.0
-    plans = {
-        "policy": WorkerPlan(
-            PolicyWorker,
-            config.policy_world_size,
-            tr.policy.model.path,
-            PolicyWorker.config_kwargs(tr, temperature=temperature),
-        )
-    }
-    if tr.algorithm.needs_reference:
-        plans["ref"] = WorkerPlan(
-            RefWorker,
-            config.ref_world_size,
-            tr.ref.model.path or tr.policy.model.path,
-            RefWorker.config_kwargs(tr, temperature=temperature),
-        )
-    if tr.algorithm.needs_critic:
-        plans["critic"] = WorkerPlan(
-            CriticWorker, config.critic_world_size, tr.critic.model.path, CriticWorker.config_kwargs(tr)
-        )
-    return plans
-
-
-def build_worker(plan: WorkerPlan, *, layout: Any = None, **extra: Any) -> Any:
-    """The worker of ``plan``: with a Ray ``layout`` (:class:`~skyrl_train.ray_layout.RayLayout`), a
-    :class:`~skyrl_train.workers.ray_group.RayWorkerGroup` on the role's bundles; else in this process for
-    one worker, or a :class:`~skyrl_train.workers.group.WorkerGroup` of ``plan.world_size`` processes.
-    ``extra`` adds constructor arguments (``total_steps``)."""
-    from skyrl_train.models import load_model
-
-    if layout is not None:
-        return layout.worker_group(plan.cls.role, plan, **extra)
-    kwargs = {**plan.kwargs, **extra, "model_factory": functools.partial(load_model, plan.model_path)}
-    if plan.world_size <= 1:
-        return plan.cls(**kwargs)
-    from skyrl_train.workers.group import WORKER_GROUPS
-
-    return WORKER_GROUPS.get("process")(
-        plan.cls, plan.world_size, worker_kwargs=kwargs, device=kwargs["device"]
-    )
-
-
-def engine_shares_policy(config: Config) -> bool:
-    """Whether the inference engine runs the policy's own model object (weight sync is then free): an
-    engine that can (``runs_shared_model``: hf), one policy worker in this process, the policy's float32,
-    weights synced at all, and the synchronous mode."""
-    from skyrl_train.inference.base import engine_class
-
-    gen = config.generator
-    return (
-        engine_class(gen.backend).runs_shared_model
-        and config.trainer.placement.backend != "ray"  # the engine is an actor of its own
-        and not gen.engine_process  # an engine process loads its own copy
-        and config.policy_world_size == 1
-        and gen.model_dtype == "float32"
-        and config.trainer.sync_weights
-        and config.trainer.mode == "sync"  # an async engine generates while the policy trains
-    )
 
 
 def resume_path(config: Config) -> Path | None:
@@ -231,71 +149,6 @@ class LoopPlan:
     def out_of_time(self, elapsed_s: float) -> bool:
         """Whether the time budget is spent after ``elapsed_s`` seconds of the run."""
         return self.max_wall_time_s is not None and elapsed_s >= self.max_wall_time_s
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples with c correct (Chen et al.'s estimator)."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
-
-
-def evaluate_rows(
-    generator: Any,
-    rows: Sequence[dict],
-    params: SamplingParams,
-    n_samples: int,
-    batch: int,
-    breakdown_column: str | None = None,
-) -> dict:
-    """Roll out ``rows`` ``n_samples`` times each and report accuracy, valid-format rate and pass@k.
-
-    A trajectory counts as correct when its reward reaches the generator's pass threshold (full reward);
-    its format is valid when the environment says so (``format_valid`` metric) or, for environments that do
-    not report it, when its reward is not negative. Error trajectories are counted apart, never as wrong.
-    With ``breakdown_column`` (``trainer.eval_breakdown_column``), ``eval/accuracy/<value>`` is the accuracy
-    of the rows with each value of that column (rows without one are left out of the breakdown).
-    """
-    trajectories = []
-    for start in range(0, len(rows), batch):
-        chunk = list(rows[start : start + batch])
-        out = asyncio.run(generator.generate(chunk, n_samples, params, group_offset=start))
-        trajectories += out.trajectories
-    threshold = getattr(generator, "pass_threshold", 1.0)
-    scored = [t for t in trajectories if not t.is_error]
-    correct = [t.reward >= threshold for t in scored]
-
-    def format_ok(t: Any) -> bool:
-        value = (t.env_metrics or {}).get("format_valid")
-        return bool(value) if value is not None else t.reward >= 0
-
-    by_group: dict[int, list[bool]] = {}
-    for t, ok in zip(scored, correct, strict=True):
-        by_group.setdefault(t.group_id, []).append(ok)
-    metrics = {
-        "eval/num_prompts": float(len(rows)),
-        "eval/num_trajectories": float(len(trajectories)),
-        "eval/num_errors": float(len(trajectories) - len(scored)),
-        "eval/accuracy": sum(correct) / max(len(scored), 1),
-        "eval/valid_format_rate": sum(format_ok(t) for t in scored) / max(len(scored), 1),
-        "eval/reward_mean": sum(t.reward for t in scored) / max(len(scored), 1),
-        "eval/response_length_mean": sum(t.num_model_tokens for t in scored) / max(len(scored), 1),
-    }
-    for k in sorted({1, n_samples}):
-        if by_group and all(len(v) >= k for v in by_group.values()):
-            metrics[f"eval/pass@{k}"] = sum(pass_at_k(len(v), sum(v), k) for v in by_group.values()) / len(
-                by_group
-            )
-    if breakdown_column:
-        # group_id is the row's index (group_offset = the chunk's start)
-        per_value: dict[str, list[bool]] = {}
-        for t, ok in zip(scored, correct, strict=True):
-            value = row_value(rows[t.group_id], breakdown_column)
-            if value is not None and value != "":
-                per_value.setdefault(str(value), []).append(ok)
-        for value, oks in sorted(per_value.items()):
-            metrics[f"eval/accuracy/{value}"] = sum(oks) / len(oks)
-    return metrics
 
 
 def _peak_rss_gb() -> float:

@@ -40,7 +40,7 @@ class RayLayout:
 
     def worker_group(self, role: str, plan: Any, **extra: Any) -> Any:
         """The :class:`~skyrl_train.workers.ray_group.RayWorkerGroup` of a trainer
-        :class:`~skyrl_train.trainer.WorkerPlan` on its bundles (``extra``: constructor arguments)."""
+        :class:`~skyrl_train.workers.plan.WorkerPlan` on its bundles (``extra``: constructor arguments)."""
         from skyrl_train.models import load_model
         from skyrl_train.workers.group import WORKER_GROUPS
 
