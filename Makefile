@@ -7,9 +7,10 @@ STAMP := $(VENV)/.installed
 .PHONY: setup sysdeps docker main play test test-terminal-tasks lint format clean
 
 # Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
-# Debian's python3 with numpy and sympy as the interpreter inside it, wordnet-base for the search data,
+# Debian's python3 with numpy and sympy as the interpreter inside it (and python3-pytest, which runs the SWE
+# repositories' suites there and in the images), wordnet-base for the search data,
 # docker.io and debootstrap for the terminal environment's containers and their offline images.
-SYSTEM_PACKAGES := bubblewrap util-linux python3 python3-numpy python3-sympy wordnet-base docker.io debootstrap
+SYSTEM_PACKAGES := bubblewrap util-linux python3 python3-numpy python3-sympy python3-pytest wordnet-base docker.io debootstrap
 
 sysdeps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
