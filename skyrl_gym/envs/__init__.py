@@ -99,3 +99,11 @@ register(
     "commands, <submit/>, the task's tests after the episode; offline task set in datasets/terminal",
     nondeterministic=True,
 )
+register(
+    id="swe",
+    entry_point="skyrl_gym.envs.swe.env:SWEEnv",
+    budget={"step_timeout_s": 900.0, "episode_timeout_s": 3600.0, "max_observation_chars": 16384},
+    description="fix a real Python repository at a bugged state (<bash> commands, <submit/>); its hidden tests "
+    "run on the agent's diff in a fresh container (docker) or folder (bwrap); instances in datasets/swe",
+    nondeterministic=True,
+)

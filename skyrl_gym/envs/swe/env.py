@@ -1,0 +1,452 @@
+"""``SWEEnv``: fix a real Python repository at a bugged state; its own hidden tests decide.
+
+The stages are apart, as a dispatcher schedules them:
+
+- set-up (``init``): the repository at the instance's ``base_commit``, in a container of the repository
+  version's image (``env_config.backend = "docker"``, the default) or in a folder whose commands run in the
+  bubblewrap sandbox (``"bwrap"``); the judging test files are removed and the git history holds one commit of
+  what the agent sees (see :mod:`.backends`); ``info["setup_s"]``;
+- the episode (``step``): shell commands as ``<bash>...</bash>`` blocks or ``bash`` tool calls, in the
+  repository's root (a persistent shell in the container; a fresh sandbox per command with bwrap, where files
+  persist but the current folder and variables do not). ``<submit/>`` (or a ``submit`` tool call) ends the
+  episode; so do ``max_turns`` replies and ``max_episode_s`` seconds (truncated). The agent layer's tools
+  (bash, editor, code search, finish) work on :meth:`SWEEnv.workspace`;
+- verification (:meth:`SWEEnv.verify`, when the episode ends, or in :meth:`SWEEnv.evaluate` after
+  ``defer_verification()``): the agent's diff against the starting commit (tests, ``conftest.py`` and pytest
+  configuration excluded) is applied to a fresh copy at ``base_commit`` (a new container, or a new folder) and
+  the suite runs; the outcome is ``resolved`` (reward 1.0: every ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` test
+  passed), ``unresolved``, ``patch_failed`` (the diff does not apply or could not be read), ``test_timeout``
+  or ``infra_error`` (the machinery failed: the step ends in error, ``evaluate()`` raises). The test lists are
+  never shown: metadata holds only counts.
+
+Made without a task, ``reset(seed=...)`` draws an instance of the test split of ``datasets/swe``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import math
+import re
+import threading
+import time
+from typing import Any
+
+from skyrl_gym.budget import END_ERROR, END_TERMINATED, END_TRUNCATED
+from skyrl_gym.core import Task
+from skyrl_gym.envs.base_text_env import (
+    BaseTextEnv,
+    BaseTextEnvStepOutput,
+    ConversationType,
+    env_config_values,
+    positive_int,
+    task_ground_truth,
+)
+from skyrl_gym.envs.swe.instance import SWEInstance, instance_from_extras, load_split
+from skyrl_gym.tools.parsing import ToolCall, ToolCallParseError, parse_tag_calls, parse_tool_calls
+
+__all__ = ["SWEEnv", "SWEEnvConfig", "SYSTEM_PROMPT", "instance_prompt"]
+
+SYSTEM_PROMPT = (
+    "You are fixing a bug in a Python repository. Run shell commands by writing them in <bash>...</bash> "
+    '(or with the bash tool: <tool_call>{"name": "bash", "arguments": {"command": "..."}}</tool_call>); you '
+    "will see each command's output and exit code. Find the cause of the problem in the source and change "
+    "the code so that it behaves correctly; the repository's tests that check it are hidden and run after "
+    "you finish. There is no network. When the fix is done, write <submit/>."
+)
+_SUBMIT = re.compile(r"<submit\s*/?>", re.IGNORECASE)
+
+
+def instance_prompt(instance: SWEInstance, workdir: str = "/testbed") -> ConversationType:
+    """The chat prompt of an instance: the protocol as a system message, the problem as the user's."""
+    where = f"The repository ({instance.repo} {instance.version}".rstrip() + f") is at {workdir}."
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"{instance.problem_statement.strip()}\n\n{where}"},
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class SWEEnvConfig:
+    """The environment's settings (``env_config``); every field has a default."""
+
+    backend: str = "docker"
+    """Where episodes run: ``docker`` (a container per episode) or ``bwrap`` (a folder, bubblewrap sandbox)."""
+    max_turns: int = 30
+    """Replies per episode when the row's ``extras`` do not say (``extras["max_turns"]`` wins)."""
+    max_episode_s: float = 1800.0
+    """Wall-clock seconds of the episode (set-up and verification not counted); then it ends, truncated."""
+    command_timeout_s: float = 60.0
+    """Wall-clock seconds one command may run before it is stopped."""
+    max_commands_per_turn: int = 4
+    """Commands run per reply; later ones are skipped with a note."""
+    max_output_chars: int = 4000
+    """Characters of one command's output shown (its beginning and end are kept)."""
+    test_timeout_s: float = 300.0
+    """Wall-clock seconds of the test run at verification (``test_timeout`` past it)."""
+    memory_mb: int = 2048
+    """Memory of the container, or of each sandboxed command."""
+    cpus: float = 1.0
+    """CPU quota in cores."""
+    disk_mb: int = 1024
+    """Size of each writable place of the container (memory-backed)."""
+    instances_path: str | None = None
+    """The instance file rows name by ``instance_id`` (default ``$SKYRL_SWE_INSTANCES`` or
+    ``datasets/swe/instances.jsonl.gz``)."""
+    image_template: str | None = None
+    """The image of rows without ``image_name``: ``swe-bench``, ``swe-gym``, ``local`` or a format string
+    (see :data:`~skyrl_gym.envs.swe.instance.IMAGE_RULES`)."""
+    workdir: str = "/testbed"
+    """Where the repository is in a row's image (docker)."""
+    test_command: str | None = None
+    """How users' rows without ``test_command`` run their tests (``{test_files}`` is replaced); default pytest
+    on the test files of the test ids."""
+    timings: bool = True
+    """Show how long commands, set-up and verification took; ``False`` makes equal actions give equal
+    episodes."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_commands_per_turn", "max_output_chars", "memory_mb", "disk_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
+        for name in ("max_episode_s", "command_timeout_s", "test_timeout_s", "cpus"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"env_config.{name} must be a positive number, got {value!r}")
+        from skyrl_gym.envs.swe.backends import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise ValueError(f"env_config.backend must be one of {sorted(BACKENDS)}, got {self.backend!r}")
+        if not isinstance(self.timings, bool):
+            raise ValueError(f"env_config.timings must be true or false, got {self.timings!r}")
+
+    @classmethod
+    def from_env_config(cls, env_config: Any) -> SWEEnvConfig:
+        """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
+        if isinstance(env_config, cls):
+            return env_config
+        return cls(**env_config_values(env_config, cls, "swe"))
+
+
+class SWEEnv(BaseTextEnv):
+    """A SWE task (SkyRL constructor: ``SWEEnv(env_config, extras)``).
+
+    ``extras`` names the instance: ``reward_spec["ground_truth"]`` = ``{"instance_id": ...}`` (an instance of
+    the instance file), or a whole SWE-bench / SWE-Gym / SWE-smith row in ``extras["instance"]`` (SkyRL's SWE
+    rows), ``extras["extra_info"]["instance"]`` or the ground truth. ``step`` metadata holds the ``turn``, the
+    ``commands`` run (exit code, timed_out), ``submitted``, and on the last step the ``verification``
+    (``outcome``, ``reward``, test counts).
+    """
+
+    protocol_tags = ("bash", "submit")
+    supports_deferred_verification = True
+    stop_strings = ("</bash>", "</tool_call>", "<submit/>")
+    """Where a turn's generation should stop: after a command, a tool call, or the submission."""
+    hostile_actions = (
+        "<bash>:(){ :|:& };:</bash>",
+        "<bash>python3 -c 'x = bytearray(8 * 1024 ** 3)'</bash>",
+        "<bash>yes 'gigabytes of output'</bash>",
+        "<bash>rm -rf .git * ; git init</bash>",
+        "<bash>(sleep 1000 &) ; nohup sleep 1000 &</bash>",
+        "<bash>exit 7</bash>",
+    )
+    """Commands the environment contains without failing: fork bomb, memory hog, endless output, the
+    repository and its git history deleted, processes left behind, a shell that exits."""
+
+    def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
+        super().__init__(env_config, extras)
+        self.config = SWEEnvConfig.from_env_config(env_config)
+        self.instance: SWEInstance | None = None
+        if extras is not None:
+            ground_truth = task_ground_truth(extras, "swe")
+            self.instance = instance_from_extras(
+                self.extras,
+                ground_truth,
+                path=self.config.instances_path,
+                test_command=self.config.test_command,
+            )
+        max_turns = self.extras.get("max_turns")
+        self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
+        self.backend: Any = None
+        self.verification: dict[str, Any] | None = None
+        self.submitted = False
+        self.commands = 0
+        self.command_timeouts = 0
+        self._started_at = 0.0
+        self._lock = threading.Lock()
+        # Kept when reset() runs the constructor again: deferral is asked for once, before the first episode.
+        self._defer_verification: bool = getattr(self, "_defer_verification", False)
+        self._verification_pending = False
+
+    # -- tasks ----------------------------------------------------------------------------------------------
+    def sample_task(self, seed: int | None = None) -> Task:
+        """An instance of the test split, the same one for the same seed."""
+        instances = load_split("test", self.config.instances_path)
+        instance = instances[(seed or 0) % len(instances)]
+        return {
+            "prompt": instance_prompt(instance, self._workdir()),
+            "extras": {
+                "reward_spec": {"method": "rule", "ground_truth": {"instance_id": instance.instance_id}}
+            },
+        }
+
+    def _workdir(self) -> str:
+        return "/work" if self.config.backend == "bwrap" else self.config.workdir
+
+    def _fix_command(self) -> str | None:
+        instance = self.instance
+        if instance is None:
+            return None
+        if instance.fix_patch:
+            patch, reverse = instance.fix_patch, ""
+        elif instance.bug_patch:
+            patch, reverse = instance.bug_patch, " -R"  # SWE-smith: the fix is the bug undone
+        else:
+            return None
+        encoded = base64.b64encode(patch.encode()).decode()
+        return f"echo {encoded} | base64 -d | git apply{reverse} --whitespace=nowarn"
+
+    def reference_action(self) -> list[str] | None:
+        """The known fix applied with ``git apply``, then ``<submit/>`` (which earns 1.0)."""
+        command = self._fix_command()
+        return None if command is None else [f"<bash>{command}</bash>", "<submit/>"]
+
+    def reference_tool_calls(self) -> list[dict[str, Any]] | None:
+        """The known fix as OpenAI-style tool calls: ``bash`` applying it, then ``finish``."""
+        command = self._fix_command()
+        if command is None:
+            return None
+        return [
+            {"name": "bash", "arguments": {"command": command}},
+            {"name": "finish", "arguments": {"answer": "fixed"}},
+        ]
+
+    def workspace(self) -> Any:
+        """The episode's repository: commands in its shell or sandbox, files through it."""
+        self._start()
+        return self.backend.workspace()
+
+    def finish_action(self, answer: str) -> str:
+        """``<submit/>``: the hidden tests decide, whatever the answer says."""
+        return "<submit/>"
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.backend is not None:
+            return
+        if self.instance is None:
+            raise ValueError(
+                "SWEEnv needs an instance: make it with extras={'reward_spec': {'method': 'rule', "
+                "'ground_truth': {'instance_id': ...}}} (a row of datasets/swe), or start it with "
+                "reset(seed=...) to draw one from the test split"
+            )
+        from skyrl_gym.envs.swe.backends import BackendSettings, make_backend
+
+        config = self.config
+        settings = BackendSettings(
+            memory_mb=config.memory_mb,
+            cpus=config.cpus,
+            disk_mb=config.disk_mb,
+            max_output_chars=config.max_output_chars,
+            test_timeout_s=config.test_timeout_s,
+            image_template=config.image_template,
+            workdir=config.workdir,
+        )
+        backend = make_backend(config.backend, self.instance, settings)
+        with self._lock:
+            self.backend = backend
+        backend.start()
+        self._started_at = time.monotonic()
+
+    def init(self, prompt: ConversationType | None = None) -> tuple[ConversationType, dict[str, Any]]:
+        self._start()
+        assert self.instance is not None
+        if not prompt:
+            prompt = instance_prompt(self.instance, self.backend.workdir)
+        info: dict[str, Any] = {
+            "instance_id": self.instance.instance_id,
+            "repo": self.instance.repo,
+            "max_turns": self.max_turns,
+            "backend": self.backend.name,
+        }
+        if self.config.timings:
+            info["setup_s"] = round(self.backend.setup_s, 4)
+        return prompt, info
+
+    # -- the episode ----------------------------------------------------------------------------------------
+    def _parse(self, action: str) -> tuple[list[str], list[str], bool]:
+        """The commands of a reply (tag blocks and tool calls, in text order), notes on malformed ones, and
+        whether it submits."""
+        found: list[tuple[int, str]] = []
+        notes: list[str] = []
+        for item in parse_tag_calls(action, "bash"):
+            if isinstance(item, ToolCall):
+                found.append((action.find(item.raw), item.arguments["input"]))
+            else:
+                notes.append(item.message)
+        submit = bool(_SUBMIT.search(action))
+        for item in parse_tool_calls(action):
+            if isinstance(item, ToolCallParseError):
+                notes.append(item.message)
+            elif item.name in ("submit", "finish"):
+                submit = True
+            elif item.name == "bash":
+                command = item.arguments.get("command", item.arguments.get("cmd"))
+                if isinstance(command, str):
+                    found.append((action.find(item.raw), command))
+                else:
+                    notes.append('Error: the bash tool takes {"command": "<shell command>"} (a string).')
+            else:
+                notes.append(f"Error: unknown tool {item.name[:100]!r}; the tools are bash and submit.")
+        found.sort(key=lambda pair: pair[0])
+        return [command for _, command in found], notes, submit
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        self._start()
+        self.turns += 1
+        text = action if isinstance(action, str) else ""
+        commands, notes, submit = self._parse(text)
+        metadata: dict[str, Any] = {"turn": self.turns, "commands": [], "submitted": False}
+        sections: list[str] = []
+        limit = self.config.max_commands_per_turn
+        for number, command in enumerate(commands):
+            if number == limit:
+                sections.append(
+                    f"[{len(commands) - limit} more command(s) not run: at most {limit} per reply.]"
+                )
+                break
+            sections.append(self._run_command(command, metadata))
+        sections += notes
+        if submit:
+            self.submitted = True
+            metadata["submitted"] = True
+            return self._finish(metadata, END_TERMINATED, sections)
+        if time.monotonic() - self._started_at > self.config.max_episode_s:
+            metadata["truncated_by"] = "max_episode_s"
+            return self._finish(metadata, END_TRUNCATED, sections)
+        if self.turns >= self.max_turns:
+            metadata["truncated_by"] = "max_turns"
+            return self._finish(metadata, END_TRUNCATED, sections)
+        if not commands and not notes:
+            sections.append(
+                "No command found. Write a shell command as <bash>...</bash> (or a bash tool call), "
+                "or <submit/> when the fix is done."
+            )
+        sections.append(f"[{self.max_turns - self.turns} turn(s) left]")
+        return BaseTextEnvStepOutput(
+            observations=[{"role": "user", "content": "\n".join(sections)}],
+            reward=0.0,
+            done=False,
+            metadata=metadata,
+        )
+
+    def _run_command(self, command: str, metadata: dict[str, Any]) -> str:
+        if not command.strip():
+            return "(empty command: nothing to run)"
+        begin = time.monotonic()
+        result = self.backend.workspace().run(command, timeout_s=self.config.command_timeout_s)
+        took = time.monotonic() - begin
+        self.commands += 1
+        self.command_timeouts += int(result.timed_out)
+        record: dict[str, Any] = {"exit_code": result.exit_code, "timed_out": result.timed_out}
+        if self.config.timings:
+            record["duration_s"] = round(took, 4)
+        metadata["commands"].append(record)
+        output = result.output
+        if len(output) > self.config.max_output_chars:
+            limit = self.config.max_output_chars
+            head, tail = output[: limit * 3 // 4], output[-(limit // 4) :]
+            output = f"{head}\n[... {len(output) - len(head) - len(tail)} characters not shown ...]\n{tail}"
+        if output and not output.endswith("\n"):
+            output += "\n"
+        if result.timed_out:
+            status = f"timed out after {self.config.command_timeout_s:g} s and was stopped"
+        elif result.exit_code is None:
+            status = "no exit code"
+        else:
+            status = f"exit code {result.exit_code}"
+        timing = f", {took:.2f} s" if self.config.timings else ""
+        return f"<output>\n{output}</output>\n[{status}{timing}]"
+
+    def _finish(self, metadata: dict[str, Any], end: str, sections: list[str]) -> BaseTextEnvStepOutput:
+        metadata["end"] = end
+        reward = 0.0
+        if self._defer_verification:
+            self._verification_pending = True
+            metadata["verification"] = "deferred"
+        else:
+            verification = self.verify()
+            metadata["verification"] = verification
+            reward = float(verification["reward"])
+            if verification["outcome"] == "infra_error":
+                metadata["end"] = END_ERROR
+                metadata["error"] = verification.get("note", "the verification's machinery failed")
+        observations = [{"role": "user", "content": "\n".join(sections)}] if sections else []
+        return BaseTextEnvStepOutput(observations=observations, reward=reward, done=True, metadata=metadata)
+
+    # -- verification -----------------------------------------------------------------------------------------
+    def defer_verification(self) -> None:
+        """Verify in :meth:`evaluate` instead of in the last step (ask before ``init``)."""
+        self._defer_verification = True
+
+    def evaluate(self) -> dict[str, Any] | None:
+        """The deferred verification (:meth:`verify`) of the episode that just ended: ``{"reward", "outcome",
+        ...}``; ``None`` when verification was not deferred or the episode has not ended. An
+        ``infra_error`` raises (:class:`~skyrl_gym.envs.swe.backends.InfraError`): never a score of 0."""
+        if not self._verification_pending:
+            return None
+        verification = self.verify()
+        self._verification_pending = False
+        if verification["outcome"] == "infra_error":
+            from skyrl_gym.envs.swe.backends import InfraError
+
+            raise InfraError(verification.get("note", "the verification's machinery failed"))
+        return dict(verification)
+
+    def verify(self) -> dict[str, Any]:
+        """Verify the episode's work once (later calls return the same result): the agent's diff applied to a
+        fresh copy at ``base_commit``, the hidden tests run and graded. Returns ``outcome``, ``reward``, the
+        test counts, ``patch_lines`` and, with timings, ``duration_s``."""
+        if self.verification is not None:
+            return self.verification
+        self._start()
+        begin = time.monotonic()
+        verdict = self.backend.verify()
+        verification = verdict.as_dict()
+        if self.config.timings:
+            verification["duration_s"] = round(time.monotonic() - begin, 4)
+        self.verification = verification
+        self.patch = verdict.patch
+        return verification
+
+    patch: str = ""
+    """The agent's diff read at verification (SWE-bench's ``model_patch``)."""
+
+    # -- the end ----------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            backend, self.backend = getattr(self, "backend", None), None
+        if backend is not None:
+            backend.close()
+
+    def abandon(self) -> None:
+        """Stop the episode's container in the background (nothing to stop for bwrap)."""
+        backend = getattr(self, "backend", None)
+        if backend is not None:
+            backend.abandon()
+
+    def get_metrics(self) -> dict[str, Any]:
+        """``turns``, ``commands`` run, ``command_timeouts``, ``submitted``, the verification's ``outcome`` and
+        ``reward`` and whether the instance was ``resolved``."""
+        verification = self.verification or {}
+        reward = verification.get("reward", 0.0)
+        return {
+            "turns": self.turns,
+            "commands": self.commands,
+            "command_timeouts": self.command_timeouts,
+            "submitted": self.submitted,
+            "outcome": verification.get("outcome", "none"),
+            "reward": reward,
+            "resolved": reward >= 1.0,
+        }
