@@ -7,6 +7,7 @@
     skyrl-train config sql_qwen7b_8gpu          # print the validated config
     skyrl-train config sql_cpu --describe       # every key: type, default, this recipe's value, what it does
     skyrl-train recipes                         # list the shipped recipes
+    skyrl-train serve --port 8000               # the Tinker training API (the official tinker client)
 
 The first argument after the command is a recipe name (``skyrl_train/recipes/<name>.yaml``) or a YAML path;
 the rest are dotted ``key=value`` overrides.
@@ -107,6 +108,20 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """``serve``: the Tinker-compatible server (skyrl_train.tinker.server) until interrupted."""
+    from skyrl_train.tinker.server import serve
+
+    base_models = {}
+    for item in args.base_model:
+        name, sep, source = item.partition("=")
+        if not sep or not name or not source:
+            raise SystemExit(f"--base-model takes NAME=SOURCE, got {item!r}")
+        base_models[name] = source
+    serve(args.host, args.port, args.store_dir, args.device, base_models or None)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="skyrl-train", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -139,7 +154,23 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--family-column", default="data_source", help="column that names a task's family")
             p.add_argument("--json", action="store_true", help="also print the table and metrics as JSON")
     sub.add_parser("recipes", help="list the shipped recipes")
+    serve = sub.add_parser("serve", help="serve the Tinker training API to the official tinker client")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument(
+        "--store-dir", default="runs/tinker", help="folder of saved checkpoints (kept across restarts)"
+    )
+    serve.add_argument("--device", default="cpu", help="torch device of the models (cpu, cuda, cuda:1, ...)")
+    serve.add_argument(
+        "--base-model",
+        action="append",
+        default=[],
+        metavar="NAME=SOURCE",
+        help="a base model clients may name (Hugging Face name or path); default: the embedded SmolLM2",
+    )
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
     if args.command == "recipes":
         from skyrl_train.config import list_recipes
 
