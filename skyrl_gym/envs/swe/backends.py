@@ -284,6 +284,10 @@ class SWEBackend(ABC):
     def agent_diff(self) -> tuple[str | None, str]:
         """The agent's diff (tests excluded) and ``""``, or ``None`` and why it could not be read."""
         result = self._diff_run()
+        if result.exit_code is None and not result.timed_out:
+            raise InfraError(
+                f"the agent's repository could not be read: {(result.stderr or result.stdout)[-1000:]}"
+            )
         if not result.ok:
             return None, f"the agent's changes could not be read: {(result.stderr or result.stdout)[-1000:]}"
         if len(result.stdout.encode("utf-8", errors="surrogateescape")) >= MAX_DIFF_BYTES:

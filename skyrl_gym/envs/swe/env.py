@@ -28,6 +28,7 @@ import base64
 import dataclasses
 import math
 import re
+import tarfile
 import threading
 import time
 from typing import Any
@@ -345,7 +346,14 @@ class SWEEnv(BaseTextEnv):
         if not command.strip():
             return "(empty command: nothing to run)"
         begin = time.monotonic()
-        result = self.backend.workspace().run(command, timeout_s=self.config.command_timeout_s)
+        try:
+            result = self.backend.workspace().run(command, timeout_s=self.config.command_timeout_s)
+        except (OSError, ValueError, tarfile.TarError) as exc:
+            # the sandbox ran the command but its folder could not come back (an absolute link, say): the
+            # command's changes are dropped and the model is told so
+            self.commands += 1
+            metadata["commands"].append({"exit_code": None, "timed_out": False, "dropped": True})
+            return f"<output>\n</output>\n[the command's changes were dropped: {str(exc)[:300]}]"
         took = time.monotonic() - begin
         self.commands += 1
         self.command_timeouts += int(result.timed_out)
