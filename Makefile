@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup sysdeps docker main play test test-terminal-tasks lint format clean
+.PHONY: setup sysdeps docker main play test test-terminal-tasks test-swe-all lint format clean
 
 # Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
 # Debian's python3 with numpy and sympy as the interpreter inside it (and python3-pytest, which runs the SWE
@@ -65,6 +65,11 @@ test: setup sysdeps lint docker
 # Every terminal task's reference solution earns 1 and doing nothing 0 (make test checks one task per family).
 test-terminal-tasks: setup docker
 	SKYRL_TERMINAL_ALL=1 $(PY) -m pytest -q tests/docker/test_terminal_env.py -k reference_solution
+
+# Every SWE instance's fix earns 1 and doing nothing 0, with the bwrap and the docker backend (make test checks
+# a few instances per repository).
+test-swe-all: setup docker
+	SKYRL_SWE_ALL=1 $(PY) -m pytest -q tests/swe/test_swe_env.py tests/docker/test_swe_docker.py -k oracle_earns
 
 lint: setup
 	$(PY) -m ruff check .
