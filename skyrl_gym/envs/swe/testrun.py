@@ -5,7 +5,10 @@ host) with a small report plugin, :data:`PLUGIN_SOURCE`, loaded by ``-p skyrl_sw
 JSON object ``{node id: "passed" | "failed" | "error" | "skipped"}`` to the file named by
 ``$SKYRL_PYTEST_REPORT``. The phases of a test are folded into one outcome: a failed set-up or tear-down is
 ``error``, a failed call ``failed``, an unexpected pass of a strict xfail ``failed``; a module that fails to
-collect is reported under its own node id as ``error`` (its tests are then missing from the report).
+collect is reported under its own node id as ``error`` (its tests are then missing from the report). With
+``$SKYRL_PYTEST_MESSAGES`` set, the plugin also writes each failed test's failure message there (the
+exception line and pytest's explanation of a failed assert, no source lines): the builder's material for
+problem statements.
 
 - :func:`test_shell_command`: the bash line that runs a test command with the plugin under a timeout;
 - :func:`parse_report`: the report's text as a dict (:class:`ReportError` when it is not one);
@@ -56,6 +59,7 @@ import json
 import os
 
 _outcomes = {}
+_messages = {}
 _RANK = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
 
 
@@ -66,7 +70,16 @@ def _record(nodeid, outcome):
         _outcomes[nodeid] = outcome
 
 
+def _message(report):
+    # the exception's own line and pytest's explanation of a failed assert, without source lines
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = getattr(crash, "message", None) or str(report.longrepr)
+    return text[-2000:]
+
+
 def pytest_runtest_logreport(report):
+    if report.failed and report.nodeid not in _messages:
+        _messages[report.nodeid] = _message(report)
     if report.when == "call":
         if report.passed:
             _record(report.nodeid, "passed")
@@ -83,16 +96,21 @@ def pytest_runtest_logreport(report):
 def pytest_collectreport(report):
     if report.failed:
         _outcomes[report.nodeid or "<collection>"] = "error"
+        _messages[report.nodeid or "<collection>"] = _message(report)
+
+
+def _write(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        json.dump(data, out, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    path = os.environ.get("SKYRL_PYTEST_REPORT")
-    if not path:
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
-        json.dump(_outcomes, out, sort_keys=True)
-    os.replace(tmp, path)
+    if os.environ.get("SKYRL_PYTEST_REPORT"):
+        _write(os.environ["SKYRL_PYTEST_REPORT"], _outcomes)
+    if os.environ.get("SKYRL_PYTEST_MESSAGES"):
+        _write(os.environ["SKYRL_PYTEST_MESSAGES"], _messages)
 '''
 
 
@@ -214,6 +232,7 @@ class TestRun:
     timed_out: bool
     output: str
     seconds: float
+    messages: dict[str, str] = field(default_factory=dict)
 
 
 def run_tests(
@@ -223,26 +242,44 @@ def run_tests(
     env: Mapping[str, str] | None = None,
     output_chars: int = 20000,
     python: str | None = DEBIAN_PYTHON,
+    memory_mb: int | None = None,
 ) -> TestRun:
     """Run ``test_command`` in ``repo`` on this machine with the report plugin; return a :class:`TestRun`.
 
     ``python`` replaces a leading ``python3`` of the command: by default Debian's ``/usr/bin/python3``
     (with python3-pytest), the interpreter the containers run, whatever ``python3`` is first on ``PATH``.
 
+    ``memory_mb`` caps the address space of the run (a mutated loop that grows without end fails instead
+    of taking the machine). ``messages`` holds the failure messages of the failed tests.
     A run that times out has ``timed_out`` set and the outcomes it got to (usually none). Raises
     :class:`ReportError` when pytest ended without writing a report (it could not start at all).
     """
     with tempfile.TemporaryDirectory(prefix="skyrl-swe-run-") as tmp:
         write_plugin(tmp)
         report = Path(tmp) / "report.json"
+        messages = Path(tmp) / "messages.json"
         if python and test_command.startswith("python3 "):
             test_command = shlex.quote(python) + test_command[len("python3") :]
         line = test_shell_command(test_command, str(report), tmp, timeout_s)
         run_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+        run_env["SKYRL_PYTEST_MESSAGES"] = str(messages)
         run_env.update(env or {})
+
+        def limit_memory():  # runs in the child before bash starts; its children inherit the limit
+            import resource
+
+            size = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
         started = time.monotonic()
         proc = subprocess.run(
-            ["bash", "-c", line], cwd=repo, env=run_env, capture_output=True, text=True, errors="replace"
+            ["bash", "-c", line],
+            cwd=repo,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            preexec_fn=limit_memory if memory_mb else None,
         )
         seconds = time.monotonic() - started
         output = (proc.stdout + proc.stderr)[-output_chars:]
@@ -253,7 +290,8 @@ def run_tests(
             outcomes = {}
         else:
             raise ReportError(f"pytest wrote no report (exit {proc.returncode}) in {repo}:\n{output[-3000:]}")
-    return TestRun(outcomes, proc.returncode, timed_out, output, seconds)
+        details = json.loads(messages.read_text(encoding="utf-8")) if messages.is_file() else {}
+    return TestRun(outcomes, proc.returncode, timed_out, output, seconds, details)
 
 
 def failing(outcomes: Mapping[str, str]) -> list[str]:

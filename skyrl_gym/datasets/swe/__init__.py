@@ -1,0 +1,1 @@
+"""Builder of the ``swe`` instances: bugs injected into the pinned projects, validated by their own suites."""
