@@ -629,7 +629,7 @@ CLIENT_CONFIG = {
 """The feature flags this server answers ``/client/config`` with (see :mod:`skyrl_train.tinker.protocol`)."""
 
 
-def create_app(service: TinkerService, *, poll_wait_s: float = 10.0, expiry_check_s: float = 30.0):
+def create_app(service: TinkerService, *, poll_wait_s: float = 20.0, expiry_check_s: float = 30.0):
     """The FastAPI application of the Tinker endpoints over ``service``.
 
     ``poll_wait_s``: how long a ``/retrieve_future`` poll waits for its result before answering try_again

@@ -27,8 +27,9 @@ def running_server(backend: Any, store_dir: Path, **service_kwargs: Any) -> Iter
 
     service = TinkerService(backend, store_dir, **service_kwargs)
     port = free_port()
+    app = create_app(service)
     config = uvicorn.Config(
-        create_app(service, poll_wait_s=5.0), host="127.0.0.1", port=port, log_level="warning"
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="tinker-test-server", daemon=True)
