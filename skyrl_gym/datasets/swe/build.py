@@ -244,9 +244,10 @@ def validate(base: Baseline, candidate: Candidate) -> Outcome:
         if git(repo, "diff", "--name-only").split() != [candidate.path]:
             return Outcome(None, "tests_wrote_files", time.monotonic() - started)
         bug_patch = git(repo, "diff")
-        fix_patch = git(repo, "diff", "-R")
         git(repo, "commit", "--quiet", "--no-verify", "-a", "-m", BUG_COMMIT_MESSAGE)
         base_commit = git(repo, "rev-parse", "HEAD").strip()
+        # the fix: from the bugged commit back to the clean one, with a/ and b/ the way SWE-bench has them
+        fix_patch = git(repo, "diff", base_commit, base.clean_commit)
         messages = {**run.messages, **rerun.messages}
         instance = {
             "instance_id": _instance_id(project, candidate.kinds, bug_patch),

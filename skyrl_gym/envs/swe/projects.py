@@ -128,6 +128,14 @@ PROJECTS: dict[str, Project] = _projects(
         test_paths=("tests",),
         source_dirs=("boltons",),
     ),
+    Project(
+        "more-itertools",
+        "10.5.0",
+        "more-itertools-10.5.0.tar.gz",
+        "5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6",
+        test_paths=("tests",),
+        source_dirs=("more_itertools",),
+    ),
 )
 
 
