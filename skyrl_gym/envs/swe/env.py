@@ -446,15 +446,19 @@ class SWEEnv(BaseTextEnv):
 
     def get_metrics(self) -> dict[str, Any]:
         """``turns``, ``commands`` run, ``command_timeouts``, ``submitted``, the verification's ``outcome`` and
-        ``reward`` and whether the instance was ``resolved``."""
+        ``reward``, and one flag per outcome (``resolved``, ``patch_failed``, ``test_timeout``...), which batch
+        means turn into shares."""
         verification = self.verification or {}
-        reward = verification.get("reward", 0.0)
-        return {
+        outcome = verification.get("outcome", "none")
+        metrics: dict[str, Any] = {
             "turns": self.turns,
             "commands": self.commands,
             "command_timeouts": self.command_timeouts,
             "submitted": self.submitted,
-            "outcome": verification.get("outcome", "none"),
-            "reward": reward,
-            "resolved": reward >= 1.0,
+            "outcome": outcome,
+            "reward": verification.get("reward", 0.0),
         }
+        from skyrl_gym.envs.swe.backends import OUTCOMES
+
+        metrics.update({name: outcome == name for name in OUTCOMES})
+        return metrics
