@@ -106,6 +106,11 @@ def test_plugin_folds_every_phase_into_one_outcome(suite):
         "tests/test_kinds.py::test_param[a b]": "passed",
         "tests/test_kinds.py::test_param[c[d]]": "passed",
     }
+    # failure messages: the exception line and pytest's explanation, no source lines
+    assert "assert [1, 2] == [1, 3]" in run.messages["tests/test_kinds.py::test_bad"]
+    assert "RuntimeError: set-up fails" in run.messages["tests/test_kinds.py::test_setup_error"]
+    assert "no_such_module_here" in run.messages["tests/test_broken_import.py"]
+    assert "tests/test_kinds.py::test_ok" not in run.messages
     # byte code is switched off: the run leaves the repository as it was
     assert not list(suite.rglob("__pycache__"))
 
