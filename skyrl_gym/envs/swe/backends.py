@@ -79,6 +79,8 @@ class BackendSettings:
     test_timeout_s: float = 300.0
     image_template: str | None = None
     workdir: str = "/testbed"
+    user: str = "1000:1000"
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -494,7 +496,7 @@ class DockerBackend(SWEBackend):
         )
         return DockerContainer(
             self.image, limits=limits, cpus=self.settings.cpus, disk_mb=self.settings.disk_mb,
-            workdir=self.settings.workdir,
+            workdir=self.settings.workdir, user=self.settings.user, env=self.settings.env,
         )  # fmt: skip
 
     def _prepare(self, container: Any, episode: bool) -> str:

@@ -99,6 +99,10 @@ class SWEEnvConfig:
     (see :data:`~skyrl_gym.envs.swe.instance.IMAGE_RULES`)."""
     workdir: str = "/testbed"
     """Where the repository is in a row's image (docker)."""
+    user: str = "1000:1000"
+    """The container's user (docker); ``"0:0"`` for users' images whose repository belongs to root (SWE-bench's)."""
+    container_env: dict[str, str] | None = None
+    """Environment variables of the container's commands (docker), e.g. a ``PATH`` with the image's conda env."""
     test_command: str | None = None
     """How users' rows without ``test_command`` run their tests (``{test_files}`` is replaced); default pytest
     on the test files of the test ids."""
@@ -119,6 +123,13 @@ class SWEEnvConfig:
 
         if self.backend not in BACKENDS:
             raise ValueError(f"env_config.backend must be one of {sorted(BACKENDS)}, got {self.backend!r}")
+        if self.container_env is not None and not (
+            hasattr(self.container_env, "items")
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.container_env.items())
+        ):
+            raise ValueError(
+                f"env_config.container_env must map names to strings, got {self.container_env!r}"
+            )
         if not isinstance(self.timings, bool):
             raise ValueError(f"env_config.timings must be true or false, got {self.timings!r}")
 
@@ -253,6 +264,8 @@ class SWEEnv(BaseTextEnv):
             test_timeout_s=config.test_timeout_s,
             image_template=config.image_template,
             workdir=config.workdir,
+            user=config.user,
+            env=dict(config.container_env or {}),
         )
         backend = make_backend(config.backend, self.instance, settings)
         with self._lock:
