@@ -811,3 +811,37 @@ def serve(
         f"Tinker API on http://{host}:{port} (base models: {names}; checkpoints in {store_dir})", flush=True
     )
     uvicorn.run(create_app(service), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+
+
+@contextlib.contextmanager
+def serve_in_thread(service: TinkerService, host: str = "127.0.0.1", port: int = 0, **app_kwargs: Any):
+    """Serve ``service`` from a thread of this process (tests, benchmarks, notebooks); yields the base URL
+    and stops the server on exit. ``port=0`` takes a free port."""
+    import socket
+
+    import uvicorn
+
+    if port == 0:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(service, **app_kwargs),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="tinker-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError(f"the Tinker server did not start on {host}:{port}")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
