@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+
+def free_port() -> int:
+    """A port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
