@@ -1,8 +1,16 @@
-"""The three dispatchers on real terminal trajectories: containers started, commands run, hidden tests verified.
+"""The three dispatchers on real trajectories: containers or sandboxes set up, commands run, hidden tests verified.
 
-Every trajectory is a row of ``datasets/terminal`` played by the agent runner: set-up starts the task's
-container (Docker), the episode runs the model's commands in it, verification runs the task's tests in the
-evaluate stage (the terminal environment defers them). The same rows go through ``async_batch`` (``--slots``
+``--env terminal`` (default): every trajectory is a row of ``datasets/terminal`` played by the agent runner:
+set-up starts the task's container (Docker), the episode runs the model's commands in it, verification runs
+the task's tests in the evaluate stage (the terminal environment defers them).
+
+``--env swe``: every trajectory is an instance of the ``swe`` environment's ``--split`` (``datasets/swe``, or
+``--instances``): set-up makes the repository at the bugged state (``--swe-backend bwrap``: a folder whose
+commands run in the bubblewrap sandbox; ``docker``: a container of the repository version's image), the
+episode applies the fix and submits, verification applies the agent's diff to a fresh copy and runs the
+repository's own tests (deferred to the evaluate stage).
+
+The same rows go through ``async_batch`` (``--slots``
 trajectories at once), ``fixed_pool`` (``--slots`` workers) and ``async_pipeline`` (``--slots`` generation
 slots; its set-up and verification workers adapt, so it first runs one warm-up batch and is measured on the
 next), and it prints each one's wall, its ratio to async_batch, the stage means and the generation
@@ -13,7 +21,8 @@ the replay (``dispatch_replay.py``) assumes they do not.
 
 The engine:
 
-- ``--engine scripted`` (default; no model needed): plays each task's reference solution, holding one of
+- ``--engine scripted`` (default; no model needed): plays each task's reference solution (the environment's
+  ``reference_action()``: for ``swe``, the instance's fix applied with ``git apply``, then ``<submit/>``), holding one of
   ``--slots`` engine slots for ``--turn-s`` seconds per model turn (a stand-in for a GPU's decode time; the
   rewards are real: the tests decide);
 - ``--engine hf|vllm|remote --model NAME``: a real model through ``make_engine`` (``--engine-option k=v``
@@ -22,6 +31,7 @@ The engine:
 
     images/start-dockerd.sh && images/build.sh terminal
     python benchmarks/dispatch_real.py                                   # scripted engine, test split
+    python benchmarks/dispatch_real.py --env swe --rows 8 --samples 1    # swe instances on bwrap
     python benchmarks/dispatch_real.py --engine vllm --model Qwen/Qwen2.5-7B-Instruct --slots 64 --samples 8
 """
 
@@ -53,17 +63,61 @@ def load_rows(split: str, limit: int | None) -> list[dict[str, Any]]:
     return rows[:limit] if limit else rows
 
 
+def swe_rows(split: str, limit: int | None, env_config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the swe instances of ``split`` (at most ``limit``, taken in turn from each repository so that
+    a short run covers them all), with the prompt the environment gives for its backend."""
+    from skyrl_gym.envs.swe.env import SWEEnv, instance_prompt
+    from skyrl_gym.envs.swe.instance import load_split
+
+    workdir = SWEEnv(env_config)._workdir()
+    by_repo: dict[str, list[Any]] = {}
+    for instance in load_split(split, env_config.get("instances_path")):
+        by_repo.setdefault(instance.repo, []).append(instance)
+    ordered = [
+        group[i]
+        for i in range(max(map(len, by_repo.values())))
+        for group in by_repo.values()
+        if i < len(group)
+    ]
+    rows, prompts = [], set()
+    for instance in ordered:
+        prompt = instance_prompt(instance, workdir)
+        if prompt[-1]["content"] in prompts:
+            continue  # the scripted engine tells tasks apart by their prompt
+        prompts.add(prompt[-1]["content"])
+        ground_truth = {"instance_id": instance.instance_id}
+        rows.append(
+            {
+                "prompt": prompt,
+                "env_class": "swe",
+                "reward_spec": {"method": "rule", "ground_truth": ground_truth},
+            }
+        )
+    return rows[:limit] if limit else rows
+
+
+def references(env_name: str, rows: list[dict[str, Any]], env_config: dict[str, Any]) -> dict[str, list[str]]:
+    """Each task's reference replies, by a text of its prompt that names the task."""
+    found = {}
+    for row in rows:
+        extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
+        if env_name == "swe":
+            from skyrl_gym.envs.swe.env import SWEEnv
+
+            env = SWEEnv(env_config, extras)
+            found[row["prompt"][-1]["content"].strip()] = env.reference_action() or ["<submit/>"]
+        else:
+            env = TerminalEnv(extras=extras)
+            found[env.task.instruction.strip()] = env.reference_action() or ["<submit/>"]
+    return found
+
+
 class SlotScriptedEngine(ScriptedEngine):
     """Each task's reference replies, one engine slot of ``slots`` held ``turn_s`` seconds per model turn."""
 
-    def __init__(self, tokenizer: Any, rows: list[dict[str, Any]], slots: int, turn_s: float):
-        references = {}
-        for row in rows:
-            env = TerminalEnv(extras={k: v for k, v in row.items() if k not in ("prompt", "env_class")})
-            references[env.task.instruction.strip()] = env.reference_action() or ["<submit/>"]
-
+    def __init__(self, tokenizer: Any, references: dict[str, list[str]], slots: int, turn_s: float):
         def script(text: str) -> str:
-            actions = next(actions for instruction, actions in references.items() if instruction in text)
+            actions = next(actions for key, actions in references.items() if key in text)
             # each reply but the last runs a command whose output comes back as an observation
             return actions[min(text.count("<output>"), len(actions) - 1)]
 
@@ -81,19 +135,23 @@ def build_engine(args: argparse.Namespace, rows: list[dict[str, Any]]) -> Any:
     if args.engine == "scripted":
         from skyrl_train.models import load_tokenizer
 
-        return SlotScriptedEngine(load_tokenizer(args.model), rows, args.slots, args.turn_s)
+        found = references(args.env, rows, args.env_config)
+        return SlotScriptedEngine(load_tokenizer(args.model), found, args.slots, args.turn_s)
     options = dict(option.split("=", 1) for option in args.engine_option)
     return make_engine(args.engine, model_path=args.model, **options)
 
 
 async def play(engine: Any, dispatcher: Any, rows: list[dict[str, Any]], args: argparse.Namespace) -> dict:
     """One batch through ``dispatcher``: wall, rewards, errors and the dispatcher's stats."""
-    runner = AgentRunner(engine, dispatcher=dispatcher, env_configs={"terminal": {"timings": False}})
+    runner = AgentRunner(engine, dispatcher=dispatcher, env_configs={args.env: args.env_config})
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     started = time.monotonic()
     output = await runner.run(rows, args.samples, params)
     wall = time.monotonic() - started
     trajectories = output.trajectories
+    for t in trajectories:
+        if t.end == "error":
+            print(f"error trajectory (group {t.group_id}): {str(t.error)[:500]}", flush=True)
     return {
         "wall": wall,
         "reward": statistics.fmean(t.reward for t in trajectories),
@@ -108,6 +166,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--env", default="terminal", choices=["terminal", "swe"], help="the tasks' environment"
+    )
+    parser.add_argument(
+        "--swe-backend", default="bwrap", choices=["bwrap", "docker"], help="swe: where episodes run"
+    )
+    parser.add_argument("--instances", default=None, help="swe: instance file (default: datasets/swe)")
     parser.add_argument("--engine", default="scripted", help="scripted, hf, vllm or remote")
     parser.add_argument("--model", default="embedded:smollm2-135m", help="model (or, scripted: tokenizer)")
     parser.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE")
@@ -120,7 +185,12 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     args = parser.parse_args()
 
-    rows = load_rows(args.split, args.rows)
+    args.env_config = {"timings": False}
+    if args.env == "swe":
+        args.env_config.update(backend=args.swe_backend, instances_path=args.instances)
+        rows = swe_rows(args.split, args.rows, args.env_config)
+    else:
+        rows = load_rows(args.split, args.rows)
     engine = build_engine(args, rows)
     pipeline = AsyncPipelineDispatcher(args.slots)
     asyncio.run(play(engine, pipeline, rows, args))  # warm-up: images built, the pipeline sizes itself
@@ -136,7 +206,7 @@ def main() -> None:
     means = runs["async_batch"]["stage_s"]
     bound = sum(means.values()) / means["generate"] if means["generate"] > 0 else float("nan")
     print(
-        f"\n{len(rows)} terminal tasks x {args.samples} samples, {args.slots} slots, engine {args.engine}; "
+        f"\n{len(rows)} {args.env} tasks x {args.samples} samples, {args.slots} slots, engine {args.engine}; "
         f"async_batch's stage means I {means['initialize']:.2f}s R {means['generate']:.2f}s "
         f"E {means['evaluate']:.2f}s: bound (I+R+E)/R = {bound:.2f}x"
     )
@@ -151,6 +221,10 @@ def main() -> None:
             f"{run['utilisation']:>8.2f} {stage_s['initialize']:>5.2f} {stage_s['generate']:>5.2f} "
             f"{stage_s['evaluate']:>5.2f} {run['in_flight']:>9} {run['reward']:>6.2f} {run['errors']:>6}"
         )
+    ratio = runs["async_batch"]["wall"] / runs["async_pipeline"]["wall"]
+    print(
+        f"async_pipeline against bounded async_batch: {ratio:.2f}x (wall of async_batch / wall of async_pipeline)"
+    )
     sizes = (pipeline.initialize_concurrency, pipeline.evaluate_concurrency, pipeline.max_ahead)
     print(f"async_pipeline's set-up, verification workers and max_ahead after this batch: {sizes}")
     engine.close()

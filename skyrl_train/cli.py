@@ -4,6 +4,7 @@
     skyrl-train eval sql_cpu trainer.resume_mode=latest generator.eval_n_samples_per_prompt=8
     skyrl-train eval --env text2sql --n 4                       # pass@k of a model on an environment's tasks
     skyrl-train eval --data rows.jsonl --base-url http://127.0.0.1:8000 --model Qwen/Qwen2.5-7B-Instruct
+    skyrl-train eval --env swe --env-config backend=bwrap --limit 4 --max-turns 2
     skyrl-train config sql_qwen7b_8gpu          # print the validated config
     skyrl-train config sql_cpu --describe       # every key: type, default, this recipe's value, what it does
     skyrl-train recipes                         # list the shipped recipes
@@ -64,12 +65,16 @@ def _eval_tasks(args: argparse.Namespace) -> int:
     from skyrl_train.evaluation import env_rows, format_table, read_rows, run_eval
     from skyrl_train.inference import make_engine
 
+    env_config = _env_config(args.env_config)
     if args.data:
         rows = read_rows(args.data)[: args.limit]
     else:
-        rows = env_rows(args.env, args.limit)
+        rows = env_rows(args.env, args.limit, env_config or None)
     if not rows:
         raise SystemExit("no tasks to evaluate")
+    # the settings apply to every environment the rows name
+    env_classes = {args.env} if args.env else {str(row.get("env_class")) for row in rows}
+    env_configs = {name: env_config for name in env_classes} if env_config else None
     if args.base_url:
         engine = make_engine("remote", model_path=args.model, base_url=args.base_url)
     else:
@@ -84,6 +89,8 @@ def _eval_tasks(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             temperature=args.temperature,
             family_column=args.family_column,
+            env_configs=env_configs,
+            max_concurrency=args.max_concurrency,
         )
     finally:
         close = getattr(engine, "close", None)
@@ -93,6 +100,19 @@ def _eval_tasks(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"pass_at_k": table, "metrics": output.metrics}, indent=2))
     return 0
+
+
+def _env_config(items: list[str]) -> dict[str, Any]:
+    """``--env-config KEY=VALUE`` items as a dict; each value is read as YAML (``5``, ``true``, ``bwrap``)."""
+    import yaml
+
+    config: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--env-config takes KEY=VALUE, got {item!r}")
+        config[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+    return config
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -152,6 +172,14 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--max-tokens", type=int, default=512, help="most tokens per model turn")
             p.add_argument("--temperature", type=float, default=None, help="default: 0 for n=1, else 0.7")
             p.add_argument("--family-column", default="data_source", help="column that names a task's family")
+            p.add_argument(
+                "--env-config",
+                action="append",
+                default=[],
+                metavar="KEY=VALUE",
+                help="a setting of the environments' env_config (repeatable), e.g. backend=bwrap",
+            )
+            p.add_argument("--max-concurrency", type=int, default=16, help="most trajectories at once")
             p.add_argument("--json", action="store_true", help="also print the table and metrics as JSON")
     sub.add_parser("recipes", help="list the shipped recipes")
     serve = sub.add_parser("serve", help="serve the Tinker training API to the official tinker client")
