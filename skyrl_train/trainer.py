@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import random
 import time
@@ -196,6 +197,11 @@ class Trainer:
         from skyrl_train.stage_eval import StageEvaluator
 
         self.stage_evals = StageEvaluator.from_config(cfg)
+        from skyrl_train.dynamic_sampling import DynamicSampler
+
+        self.dynamic_sampler = DynamicSampler.from_config(cfg)
+        self._batches: Any = None
+        """The training loop's pass over the data (dynamic sampling draws further batches from it)."""
         self.eval_time_s = 0.0
         """Seconds spent evaluating so far: outside ``trainer.max_wall_time_s``."""
         self.loop = LoopPlan.from_config(cfg, self.iterator.total_batches)
@@ -337,6 +343,16 @@ class Trainer:
         if self.layout is not None:
             self.engine.raise_if_lost()  # not a batch of error trajectories: the step stops here
         metrics.update(out.metrics)
+        if self.dynamic_sampler is not None and rollouts is None:
+            out, sampling_metrics = self.dynamic_sampler.collect(
+                out, functools.partial(self._sample_more, params), seed=tr.seed * 100_003 + self.step
+            )
+            metrics.update(sampling_metrics)
+            if not out.trajectories:  # no group with reward variance: nothing to learn from this step
+                metrics.update(
+                    {"time/generate_s": time.perf_counter() - t0, "time/step_s": time.perf_counter() - t0}
+                )
+                return metrics
         t1 = time.perf_counter()
 
         batch = TrainingBatch.from_trajectories(out.trajectories, self.tokenizer.pad_token_id)
@@ -368,6 +384,17 @@ class Trainer:
             }
         )
         return metrics
+
+    def _sample_more(self, params: SamplingParams) -> Any:
+        """The next batch of training prompts rolled out (dynamic sampling), or ``None`` when the data ran
+        out; its group ids follow the batch's global index, apart from every step's first batch."""
+        rows = next(self._batches, None) if self._batches is not None else None
+        if rows is None:
+            return None
+        offset = (
+            self.iterator.total_batches + self.iterator.batches_done
+        ) * self.cfg.trainer.train_batch_size
+        return asyncio.run(self.generator.generate(rows, self.loop.n_samples, params, group_offset=offset))
 
     def evaluate(self) -> dict[str, float]:
         """Evaluate on ``data.val_data`` with the evaluation sampling settings."""
@@ -486,9 +513,13 @@ class Trainer:
             from skyrl_train.async_training import run_async_loop
 
             return run_async_loop(self, bar, evals, started)
-        for rows in self.iterator:
-            if self.step >= self.total_steps:
-                return "max_steps"
+        self._batches = iter(self.iterator)  # dynamic sampling draws further batches from the same pass
+        # the step limit is checked before a batch is drawn: a checkpoint's data position is then the next
+        # batch to train on, none skipped on resume
+        while self.step < self.total_steps:
+            rows = next(self._batches, None)
+            if rows is None:
+                break
             metrics = self.train_step(rows)
             self.step += 1
             metrics["train/epoch"] = float(self.iterator.state_dict().get("epoch", 0))

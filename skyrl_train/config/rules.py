@@ -210,6 +210,12 @@ def _check_async(cfg: Config) -> list[str]:
                 "trainer.mode=async runs the engine in this process or its own process, not as a Ray actor: "
                 "set trainer.placement.backend=cpu (or cuda), optionally generator.engine_process=true"
             )
+        if t.algorithm.dynamic_sampling.type is not None:
+            errors.append(
+                f"trainer.algorithm.dynamic_sampling.type={t.algorithm.dynamic_sampling.type!r} draws further "
+                "batches within a step, which trainer.mode=async (one group at a time) does not do: leave it "
+                "null in the asynchronous mode"
+            )
     else:
         changed = _changed_keys(t.fully_async)
         if changed:
@@ -222,6 +228,17 @@ def _check_async(cfg: Config) -> list[str]:
             f"trainer.algorithm.off_policy_correction.method={correction.method!r} compares the engine's "
             "log-probs (temperature 1) with the trainer's (divided by the sampling temperature): it needs "
             f"generator.sampling_params.temperature=1.0, got {g.sampling_params.temperature}"
+        )
+    sampling = t.algorithm.dynamic_sampling
+    if sampling.type != "replace" and "min_replace_ratio" in _changed_keys(sampling):
+        errors.append(
+            "trainer.algorithm.dynamic_sampling.min_replace_ratio is set but dynamic_sampling.type="
+            f"{sampling.type!r}: it is read only by type=replace"
+        )
+    if sampling.type is None and "max_sample_batches" in _changed_keys(sampling):
+        errors.append(
+            "trainer.algorithm.dynamic_sampling.max_sample_batches is set but dynamic_sampling.type is null: "
+            "set type=filter or replace"
         )
     if correction.method == "none" and "token_tis_ratio_clip_high" in _changed_keys(correction):
         errors.append(

@@ -205,6 +205,24 @@ class OffPolicyCorrectionConfig(Section):
     """C: the cap of the per-token behaviour weight (tis truncates at it; decoupled_ppo masks tokens past it)."""
 
 
+class DynamicSamplingConfig(Section):
+    """Which rollout groups a step trains on, by their reward variance (see :mod:`skyrl_train.dynamic_sampling`).
+
+    A group whose samples all earned the same reward has zero GRPO advantage: it adds no gradient, only
+    update work and weight in a token mean."""
+
+    type: Literal["filter", "replace"] | None = None
+    """null: train on every group; filter (DAPO): drop the groups without reward variance and draw further
+    batches of prompts until train_batch_size groups with variance are collected; replace (POLARIS): when at
+    least min_replace_ratio of the batch's groups have variance, each one without is replaced by a copy of one
+    with (else as filter)."""
+    max_sample_batches: int = 30
+    """Batches of prompts sampled per step at most (the first included); <= 0: no limit. When they run out the
+    step trains on the groups with variance it has (and skips its update when there are none)."""
+    min_replace_ratio: Float = Field(0.3, ge=0, le=1)
+    """replace: the least share of groups with variance for replacing instead of sampling further."""
+
+
 class AlgorithmConfig(Section):
     """Advantages, the policy loss, KL and entropy terms."""
 
@@ -248,6 +266,8 @@ class AlgorithmConfig(Section):
     """Critic: new values stay within value_clip of the old ones in the clipped value loss."""
     off_policy_correction: OffPolicyCorrectionConfig = Field(default_factory=OffPolicyCorrectionConfig)
     """Correction for tokens sampled by other weights (the engine's behaviour log-probs)."""
+    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
+    """Training only on groups with reward variance (DAPO's filter, POLARIS's replace)."""
 
     @property
     def needs_reference(self) -> bool:

@@ -31,6 +31,7 @@ from skyrl_train.async_training import AsyncPlan  # noqa: E402
 from skyrl_train.config import Config, ConfigError, NotImplementedYet, iter_keys, load_config  # noqa: E402
 from skyrl_train.data import Datasets  # noqa: E402
 from skyrl_train.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
+from skyrl_train.dynamic_sampling import DynamicSampler  # noqa: E402
 from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
 from skyrl_train.inference.base import engine_class  # noqa: E402
 from skyrl_train.inference.scripted import ScriptedEngine  # noqa: E402
@@ -92,6 +93,12 @@ CONTEXT: dict[str, list[str]] = {
     "trainer.algorithm.entropy_loss_coef": ["trainer.algorithm.use_entropy_loss=true"],
     "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high": [
         "trainer.algorithm.off_policy_correction.method=tis"
+    ],
+    "trainer.algorithm.dynamic_sampling.max_sample_batches": [
+        "trainer.algorithm.dynamic_sampling.type=filter"
+    ],
+    "trainer.algorithm.dynamic_sampling.min_replace_ratio": [
+        "trainer.algorithm.dynamic_sampling.type=replace"
     ],
     "trainer.fully_async.max_staleness_steps": ["trainer.mode=async"],
     "trainer.fully_async.num_parallel_generation_workers": ["trainer.mode=async"],
@@ -169,6 +176,7 @@ REACHES: dict[str, str] = {
 
 # Changed values where "the next valid value" is not obvious from the type.
 CHANGED: dict[str, Any] = {
+    "trainer.algorithm.dynamic_sampling.type": "filter",
     "data.train_data": ["{data}/train_b.jsonl"],
     "data.val_data": ["{data}/val_b.jsonl"],
     "data.eval_sets": {"heldout": {"paths": ["{data}/val_b.jsonl"], "stages": ["before", "after_rl"]}},
@@ -461,6 +469,8 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
     seen["sampling"] = [rollout_sampling(config, 0), rollout_sampling(config, 1), eval_sampling(config)]
     seen["advantages"] = _advantages(config)
     seen["async"] = dataclasses.asdict(AsyncPlan.from_config(config))  # what the async loop is sized by
+    sampler = DynamicSampler.from_config(config)  # what the trainer's step filters its groups with
+    seen["dynamic_sampling"] = dataclasses.asdict(sampler) if sampler is not None else None
     if config.trainer.placement.backend == "ray":
         from skyrl_train.ray_layout import ray_plan
 
