@@ -123,14 +123,14 @@ def test_tests_and_history_are_hidden_and_lists_never_shown(bwrap):
         env,
         [
             f"<bash>ls {' '.join(hidden)}; git log --oneline | wc -l; git show HEAD~1 2>&1 | head -1</bash>",
-            "<bash>git grep -l 'def test_' | wc -l</bash>",
+            "<bash>git ls-files | grep -c '^tests/' ; git log --all --oneline | wc -l</bash>",
             env.reference_action()[0],
             "<submit/>",
         ],
     )
     first = outputs[0]["observations"][0]["content"]
     assert "No such file" in first and "\n1\n" in first and "unknown revision" in first
-    assert "\n0\n" in outputs[1]["observations"][0]["content"]
+    assert "<output>\n0\n1\n</output>" in outputs[1]["observations"][0]["content"]
     assert outputs[-1]["reward"] == 1.0
     shown = json.dumps([o["observations"] for o in outputs] + [o["metadata"] for o in outputs])
     assert not any(node in shown for node in (*instance.fail_to_pass, *instance.pass_to_pass))

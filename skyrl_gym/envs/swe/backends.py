@@ -176,7 +176,7 @@ def prepare_script(
             f'{{ echo "HEAD is $head, not base_commit {instance.base_commit}" >&2; exit 11; }}'
         )
     if episode:
-        listing = "/tmp/.skyrl-swe-files"
+        listing = '"$listing"'  # a file of its own: set-ups of other episodes may run beside this one
         if hide:
             paths = " ".join(shlex.quote(p) for p in hidden_paths(instance))
             if paths:
@@ -185,6 +185,7 @@ def prepare_script(
                     f"GIT_LITERAL_PATHSPECS=1 $G rm -r -q --cached --ignore-unmatch -- {paths} >/dev/null"
                 )
         lines += [
+            "listing=$(mktemp)",
             f"$G ls-files -z > {listing}",
             "rm -rf .git",
             "$G init -q",
