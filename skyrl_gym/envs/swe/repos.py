@@ -33,6 +33,7 @@ __all__ = [
     "BUG_COMMIT_MESSAGE",
     "CLEAN_COMMIT_MESSAGE",
     "GIT_ENV",
+    "GIT_OPTIONS",
     "RepoError",
     "bugged_repo",
     "sdist_cache",
