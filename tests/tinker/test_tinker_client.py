@@ -279,3 +279,50 @@ def test_saved_weights_outlive_the_client_and_the_server(server, tokenizer, tmp_
         np.testing.assert_allclose(got[1:], expected[1:], atol=1e-6)
         sc2.close("success").result()
     backend.close()
+
+
+def test_waiting_sample_calls_share_backend_calls_and_pickled_samplers_work(
+    server, client, tokenizer, monkeypatch
+):
+    import pickle
+
+    backend, service = server["backend"], server["service"]
+    sampler = client.create_sampling_client(base_model="embedded").result()
+    record = service.samplers[sampler._sampling_session_id]
+    calls = []
+    real_sample = backend.sample
+
+    def counted(sampler_id, prompt, **kwargs):
+        calls.append((tuple(prompt), kwargs["num_samples"]))
+        return real_sample(sampler_id, prompt, **kwargs)
+
+    monkeypatch.setattr(backend, "sample", counted)
+    gate = threading.Event()
+    held = service.futures.create(None)
+    record.lane.submit(Job(future=held, order=-1, run=lambda: (gate.wait(60), ({}, False))[1]))
+    a, b = tokenizer.encode(PROMPT), tokenizer.encode("Q: 2+2?\nA:")
+    params = types.SamplingParams(max_tokens=3, temperature=1.0)
+    futures = [
+        sampler.sample(types.ModelInput.from_ints(a), 2, params),
+        sampler.sample(types.ModelInput.from_ints(a), 1, params),
+        sampler.sample(types.ModelInput.from_ints(b), 1, params),
+    ]
+    deadline = time.monotonic() + 60
+    while len(record.lane._pending) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate.set()
+    results = [f.result() for f in futures]
+    assert [len(r.sequences) for r in results] == [2, 1, 1]
+    # the two requests of prompt a became one call of three samples; b ran beside it
+    assert sorted(calls) == sorted([(tuple(a), 3), (tuple(b), 1)])
+    monkeypatch.undo()
+
+    # an unpickled copy (another process would do the same) joins the session and samples
+    copy = pickle.loads(pickle.dumps(sampler))
+    out = copy.sample(types.ModelInput.from_ints(b), 1, params).result()
+    assert 1 <= len(out.sequences[0].tokens) <= 3
+    # prompt_logprobs_last_n scores only the prompt's last tokens
+    last = sampler.compute_logprobs(types.ModelInput.from_ints(a), prompt_logprobs_last_n=3).result()
+    full = sampler.compute_logprobs(types.ModelInput.from_ints(a)).result()
+    assert last[:-3] == [None] * (len(a) - 3)
+    np.testing.assert_allclose(last[-3:], full[-3:], atol=1e-6)
