@@ -25,13 +25,25 @@ from typing import Any
 
 from skyrl_train.generator.base import GeneratorOutput, TrajectoryResult
 
-__all__ = ["DynamicSampler", "has_reward_variance"]
+__all__ = ["DynamicSampler", "has_reward_variance", "mini_batch_groups"]
 
 
 def has_reward_variance(group: list[TrajectoryResult]) -> bool:
     """Whether at least two of the group's scored (non-error) samples earned different rewards."""
     rewards = {t.reward for t in group if not t.is_error}
     return len(rewards) > 1
+
+
+def mini_batch_groups(kept: int, mini_batch: int, planned: int) -> int:
+    """Groups per mini-batch for a step that kept ``kept`` groups (fewer than a full batch): consecutive
+    mini-batches of equal size, at most ``mini_batch`` groups each where that divides ``kept`` within the
+    ``planned`` optimizer steps of a full batch (an on-policy step stays one update), else the fewest larger
+    ones (at worst one mini-batch of every kept group)."""
+    least = -(-kept // mini_batch)
+    for count in [*range(least, planned + 1), *range(min(least, planned + 1) - 1, 0, -1)]:
+        if kept % count == 0:
+            return kept // count
+    return kept
 
 
 @dataclasses.dataclass

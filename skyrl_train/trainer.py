@@ -369,9 +369,21 @@ class Trainer:
             {f"advantage/{k}": v for k, v in compute_batch_advantages(batch, tr.algorithm).items()}
         )
         loop = self.loop
-        metrics.update(self.policy.train_batch(batch, loop.policy_mini_batch, loop.update_epochs))
+        policy_mini, critic_mini = loop.policy_mini_batch, loop.critic_mini_batch
+        groups = len({t.group_id for t in out.trajectories})
+        if groups < tr.train_batch_size:  # dynamic sampling kept fewer groups than a full batch
+            from skyrl_train.dynamic_sampling import mini_batch_groups
+
+            n = self.loop.n_samples
+            policy_mini = n * mini_batch_groups(
+                groups, tr.policy_mini_batch_size, tr.train_batch_size // tr.policy_mini_batch_size
+            )
+            critic_mini = n * mini_batch_groups(
+                groups, tr.critic_mini_batch_size, tr.train_batch_size // tr.critic_mini_batch_size
+            )
+        metrics.update(self.policy.train_batch(batch, policy_mini, loop.update_epochs))
         if self.critic is not None:
-            metrics.update(self.critic.train_batch(batch, loop.critic_mini_batch, loop.update_epochs))
+            metrics.update(self.critic.train_batch(batch, critic_mini, loop.update_epochs))
         t2 = time.perf_counter()
         sync_s = self._sync_weights() if rollouts is None else 0.0
         metrics.update(

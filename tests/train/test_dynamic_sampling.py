@@ -3,12 +3,14 @@ and the trainer drawing further batches of prompts for them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from skyrl_train.config import load_config
 from skyrl_train.config.base import ConfigError
-from skyrl_train.dynamic_sampling import DynamicSampler, has_reward_variance
+from skyrl_train.dynamic_sampling import DynamicSampler, has_reward_variance, mini_batch_groups
 from skyrl_train.generator.base import GeneratorOutput, TrajectoryResult
 from skyrl_train.trainer import Trainer
 from tests.train.test_trainer import _config, sql_files  # noqa: F401  (the module's data fixture)
@@ -143,3 +145,52 @@ def test_trainer_draws_further_batches_and_skips_an_update_without_signal(tiny_m
         assert len(calls) == 3 and len(set(calls)) == 3  # three batches, distinct group ids
         assert trainer.iterator.batches_done == 3
         assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize(
+    ("kept", "mini", "planned", "expected"),
+    [(2, 4, 1, 2), (6, 4, 2, 3), (8, 4, 2, 4), (5, 2, 2, 5), (7, 4, 4, 7), (1, 1, 3, 1), (9, 2, 5, 3)],
+)
+def test_a_partial_batch_splits_into_equal_mini_batches_within_the_planned_updates(
+    kept, mini, planned, expected
+):
+    groups = mini_batch_groups(kept, mini, planned)
+    assert groups == expected and kept % groups == 0 and kept // groups <= max(planned, 1)
+
+
+def test_trainer_trains_on_a_partial_batch_of_groups_with_variance(tiny_model, sql_files, tmp_path):  # noqa: F811
+    """One group of the first batch is given differing rewards (the model's own are all equal): the step
+    keeps that group alone after max_sample_batches, updates on it in one mini-batch, and logs the counts."""
+    config = _config(
+        tiny_model,
+        sql_files,
+        tmp_path / "run",
+        "trainer.max_steps=1",
+        "trainer.sft_warmup.steps=0",
+        "trainer.eval_before_train=false",
+        "data.val_data=[]",
+        "data.eval_sets={}",
+        "trainer.algorithm.dynamic_sampling.type=filter",
+        "trainer.algorithm.dynamic_sampling.max_sample_batches=2",
+    )
+    with Trainer(config) as trainer:
+        generate = trainer.generator.generate
+
+        async def first_group_differs(rows, n, params, group_offset=0):
+            out = await generate(rows, n, params, group_offset=group_offset)
+            if group_offset == 0:
+                for t in out.trajectories:
+                    if t.group_id == 0 and t.turn_rewards:  # the advantages read the turns' rewards
+                        t.turn_rewards[-1] += float(t.sample_index)
+                        t.reward = sum(t.turn_rewards)
+            return out
+
+        trainer.generator.generate = first_group_differs
+        before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+        trainer.fit()
+        after = trainer.policy.model.state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in before)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    step = next(line for line in lines if "dynamic_sampling/groups_kept" in line)
+    assert step["dynamic_sampling/groups_kept"] == 1.0 and step["dynamic_sampling/batches"] == 2.0
+    assert step["dynamic_sampling/groups_sampled"] == 4.0 and step["policy/num_updates"] == 1.0
