@@ -411,11 +411,14 @@ class TinkerBackend:
         return checked, config
 
     def _passes(self, checked: list) -> list[list[int]]:
-        """Data indices grouped into forward passes of at most ``max_tokens_per_pass`` padded tokens."""
+        """Data indices grouped into forward passes of at most ``max_tokens_per_pass`` padded tokens; longest
+        first, so that sequences of similar length share a pass and little compute goes to padding."""
         passes: list[list[int]] = []
         current: list[int] = []
         longest = 0
-        for i, (tokens, _) in enumerate(checked):
+        order = sorted(range(len(checked)), key=lambda i: -len(checked[i][0]))
+        for i in order:
+            tokens = checked[i][0]
             n = len(tokens)
             if current and max(longest, n) * (len(current) + 1) > self.max_tokens_per_pass:
                 passes.append(current)

@@ -25,14 +25,27 @@ TEXT = "The capital of France is Paris. The capital of Italy is Rome."
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
+    # One intra-op thread: on a CPU shared with other jobs, two threads wait on each other at every small
+    # matmul of these short sequences (measured: a step took 6x longer under load than with one thread).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     backend = TinkerBackend(store_dir=tmp_path_factory.mktemp("tinker_store"), max_live_samplers=2)
     yield backend
     backend.close()
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
 def ids(backend) -> list[int]:
     return backend._tokenizer("embedded").encode(TEXT)
+
+
+@pytest.fixture(scope="module")
+def shared(backend):
+    """A LoRA model for tests that only read it (forward calls, refused requests, steps with lr 0)."""
+    model_id = backend.create_model("embedded", lora_rank=8, seed=0)
+    yield model_id
+    backend.unload(model_id)
 
 
 @pytest.fixture
@@ -147,31 +160,31 @@ def test_negative_advantages_lower_those_tokens_logprobs(backend, ids, model):
     assert current_logprobs(backend, model, ids).sum() < lp.sum()
 
 
-def test_ppo_tokens_outside_the_clip_range_give_no_gradient(backend, ids, model):
-    lp = current_logprobs(backend, model, ids)
+def test_ppo_tokens_outside_the_clip_range_give_no_gradient(backend, ids, shared):
+    lp = current_logprobs(backend, shared, ids)
     ones = np.ones(len(lp), np.float32)
     # the sampler gave every token e^-1 of its current probability: ratio e > 1.2, positive advantage: clipped
-    out = backend.forward_backward(model, [policy_datum(ids, lp - 1.0, ones)], "ppo")
+    out = backend.forward_backward(shared, [policy_datum(ids, lp - 1.0, ones)], "ppo")
     np.testing.assert_allclose(out.outputs[0]["elementwise_loss"], -1.2 * ones, rtol=1e-5)
-    assert backend.optim_step(model, learning_rate=0.0)["grad_norm:mean"] == 0.0
+    assert backend.optim_step(shared, learning_rate=0.0)["grad_norm:mean"] == 0.0
     # the same ratio with a negative advantage is not clipped (min picks the unclipped term)
-    backend.forward_backward(model, [policy_datum(ids, lp - 1.0, -ones)], "ppo")
-    assert backend.optim_step(model, learning_rate=0.0)["grad_norm:mean"] > 0
+    backend.forward_backward(shared, [policy_datum(ids, lp - 1.0, -ones)], "ppo")
+    assert backend.optim_step(shared, learning_rate=0.0)["grad_norm:mean"] > 0
     # a wider clip range from the config lets the first case through
     config = {"clip_low_threshold": 0.5, "clip_high_threshold": 3.0}
-    backend.forward_backward(model, [policy_datum(ids, lp - 1.0, ones)], "ppo", config)
-    assert backend.optim_step(model, learning_rate=0.0)["grad_norm:mean"] > 0
+    backend.forward_backward(shared, [policy_datum(ids, lp - 1.0, ones)], "ppo", config)
+    assert backend.optim_step(shared, learning_rate=0.0)["grad_norm:mean"] > 0
     # inside the range ppo equals importance sampling, gradient and all
-    fb = backend.forward_backward(model, [policy_datum(ids, lp - 0.05, ones)], "ppo")
-    ppo_norm = backend.optim_step(model, learning_rate=0.0)["grad_norm:mean"]
-    fb_is = backend.forward_backward(model, [policy_datum(ids, lp - 0.05, ones)], "importance_sampling")
-    is_norm = backend.optim_step(model, learning_rate=0.0)["grad_norm:mean"]
+    fb = backend.forward_backward(shared, [policy_datum(ids, lp - 0.05, ones)], "ppo")
+    ppo_norm = backend.optim_step(shared, learning_rate=0.0)["grad_norm:mean"]
+    fb_is = backend.forward_backward(shared, [policy_datum(ids, lp - 0.05, ones)], "importance_sampling")
+    is_norm = backend.optim_step(shared, learning_rate=0.0)["grad_norm:mean"]
     assert fb.metrics["loss:sum"] == pytest.approx(fb_is.metrics["loss:sum"], rel=1e-6)
     assert ppo_norm == pytest.approx(is_norm, rel=1e-5)
 
 
-def test_other_policy_losses_follow_their_formulas(backend, ids, model):
-    lp = current_logprobs(backend, model, ids).astype(np.float64)
+def test_other_policy_losses_follow_their_formulas(backend, ids, shared):
+    lp = current_logprobs(backend, shared, ids).astype(np.float64)
     sampling = lp - 0.5  # ratio e^0.5 ~ 1.65, above 1.2
     adv = np.linspace(-1.0, 1.0, len(lp))
     datum = policy_datum(ids, sampling, adv)
@@ -183,7 +196,7 @@ def test_other_policy_losses_follow_their_formulas(backend, ids, model):
         "ppo": -np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv),
     }
     for loss_fn, expected in cases.items():
-        out = backend.forward(model, [datum], loss_fn)
+        out = backend.forward(shared, [datum], loss_fn)
         np.testing.assert_allclose(
             out.outputs[0]["elementwise_loss"], expected, rtol=1e-4, atol=1e-5, err_msg=loss_fn
         )
@@ -194,50 +207,50 @@ def test_other_policy_losses_follow_their_formulas(backend, ids, model):
     gspo = Datum(datum.tokens, {**datum.inputs, "sequence_ratio_mask": mask})
     seq_ratio = np.exp(np.mean((lp - sampling)[4:]))
     expected = -np.minimum(seq_ratio * adv, np.clip(seq_ratio, 0.8, 1.2) * adv)
-    out = backend.forward(model, [gspo], "gspo")
+    out = backend.forward(shared, [gspo], "gspo")
     np.testing.assert_allclose(out.outputs[0]["elementwise_loss"], expected, rtol=1e-4, atol=1e-5)
 
 
-def test_cross_entropy_over_k_candidates_per_position(backend, ids, model):
+def test_cross_entropy_over_k_candidates_per_position(backend, ids, shared):
     n = len(ids) - 1
     targets = np.stack([ids[1:], [7] * n, [42] * n], axis=1)
     weights = np.tile(np.array([1.0, 0.5, 0.0], np.float32), (n, 1))
     out = backend.forward(
-        model, [Datum(ids[:-1], {"target_tokens": targets, "weights": weights})], "cross_entropy"
+        shared, [Datum(ids[:-1], {"target_tokens": targets, "weights": weights})], "cross_entropy"
     )
     lp = out.outputs[0]["logprobs"]
     assert lp.shape == (n, 3)
-    np.testing.assert_allclose(lp[:, 0], current_logprobs(backend, model, ids), atol=1e-5)
+    np.testing.assert_allclose(lp[:, 0], current_logprobs(backend, shared, ids), atol=1e-5)
     assert out.metrics["loss:sum"] == pytest.approx(-(lp * weights).sum(), rel=1e-5)
 
 
-def test_bad_requests_are_refused_with_a_message_that_names_the_problem(backend, ids, model):
+def test_bad_requests_are_refused_with_a_message_that_names_the_problem(backend, ids, shared):
     n = len(ids) - 1
     short = policy_datum(ids, np.zeros(n), np.zeros(n - 1))
     with pytest.raises(
         BadRequest, match="datum 1: input 'advantages' has shape \\(12,\\), expected \\(13,\\)"
     ):
         backend.forward_backward(
-            model, [policy_datum(ids, np.zeros(n), np.zeros(n)), short], "importance_sampling"
+            shared, [policy_datum(ids, np.zeros(n), np.zeros(n)), short], "importance_sampling"
         )
     with pytest.raises(BadRequest, match="needs input 'advantages'"):
         backend.forward(
-            model, [Datum(ids[:-1], {"target_tokens": np.array(ids[1:]), "logprobs": np.zeros(n)})], "ppo"
+            shared, [Datum(ids[:-1], {"target_tokens": np.array(ids[1:]), "logprobs": np.zeros(n)})], "ppo"
         )
     with pytest.raises(BadRequest, match="does not read input 'mask'"):
         backend.forward(
-            model,
+            shared,
             [Datum(ids[:-1], {"target_tokens": np.array(ids[1:]), "mask": np.ones(n)})],
             "cross_entropy",
         )
     with pytest.raises(BadRequest, match="outside the vocabulary"):
-        backend.forward(model, [Datum(ids[:-1], {"target_tokens": np.full(n, 10**6)})], "cross_entropy")
+        backend.forward(shared, [Datum(ids[:-1], {"target_tokens": np.full(n, 10**6)})], "cross_entropy")
     with pytest.raises(BadRequest, match="NaN"):
-        backend.forward(model, [sft_datum(ids, weights=[np.nan] * n)], "cross_entropy")
+        backend.forward(shared, [sft_datum(ids, weights=[np.nan] * n)], "cross_entropy")
     with pytest.raises(BadRequest, match="loss_fn_config key 'beta' is not read by loss 'ppo'"):
-        backend.forward(model, [policy_datum(ids, np.zeros(n), np.zeros(n))], "ppo", {"beta": 1.0})
+        backend.forward(shared, [policy_datum(ids, np.zeros(n), np.zeros(n))], "ppo", {"beta": 1.0})
     with pytest.raises(UnsupportedLoss, match="'kl_magic' is not supported; supported: cispo, cross_entropy"):
-        backend.forward_backward(model, [sft_datum(ids)], "kl_magic")
+        backend.forward_backward(shared, [sft_datum(ids)], "kl_magic")
     with pytest.raises(UnknownModel, match="unknown base model 'gpt-17'"):
         backend.create_model("gpt-17", lora_rank=8)
     with pytest.raises(UnknownModel, match="unknown model 'model-nope'"):
@@ -245,7 +258,7 @@ def test_bad_requests_are_refused_with_a_message_that_names_the_problem(backend,
     with pytest.raises(BadRequest, match="select no layer"):
         backend.create_model("embedded", lora_rank=8, train_mlp=False, train_attn=False, train_unembed=False)
     # nothing was accumulated by the refused calls
-    assert backend._model(model).pending_backwards == 0
+    assert backend._model(shared).pending_backwards == 0
 
 
 def test_save_and_load_restore_weights_and_optimizer_bit_for_bit(backend, ids, model):
