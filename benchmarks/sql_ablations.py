@@ -1,0 +1,166 @@
+"""Ablations of the main job (recipe sql_cpu): which choices make GRPO itself improve the model.
+
+Each variant is the main job with a few overrides, run as its own ``skyrl-train train sql_cpu`` in
+``runs/<variant>`` with the same stage evaluations (the 200 held-out questions before training, after the
+warm-up and after RL); the table gives, per variant, the GRPO steps that fitted in the budget, the held-out
+accuracy after the warm-up and after RL, RL's own paired change (after RL - after warm-up, on the same
+questions) with its standard error and its size in standard errors, the whole change from the base model,
+and the wall time and peak memory of the run.
+
+    python benchmarks/sql_ablations.py                      # every variant, one after the other (hours)
+    python benchmarks/sql_ablations.py --only light_warmup,dapo
+    python benchmarks/sql_ablations.py --table-only         # the table of the runs already in runs/
+    python benchmarks/sql_ablations.py --run-name main=sql_cpu --table-only   # a run under another name
+
+Runs already finished (their summary.json exists) are not run again unless ``--rerun``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: variant name -> overrides of sql_cpu (the recipe itself is "main")
+VARIANTS: dict[str, list[str]] = {
+    "main": [],
+    # a shorter warm-up leaves accuracy for RL to gain; a larger learning rate makes each RL step count
+    "light_warmup": ["trainer.sft_warmup.steps=6", "trainer.policy.optimizer_config.lr=4.0e-5"],
+    # DAPO's dynamic sampling on top: only groups whose rewards differ are trained on
+    "dapo": [
+        "trainer.sft_warmup.steps=6",
+        "trainer.policy.optimizer_config.lr=4.0e-5",
+        "trainer.algorithm.dynamic_sampling.type=filter",
+        "trainer.algorithm.dynamic_sampling.max_sample_batches=3",
+    ],
+    # larger groups: more chances of reward variance per prompt, fewer prompts per step
+    "groups8": [
+        "trainer.sft_warmup.steps=6",
+        "trainer.policy.optimizer_config.lr=4.0e-5",
+        "trainer.train_batch_size=2",
+        "trainer.policy_mini_batch_size=2",
+        "generator.n_samples_per_prompt=8",
+    ],
+}
+
+
+def run_variant(name: str, overrides: list[str], run_name: str) -> float:
+    """Train one variant; returns its wall time in seconds."""
+    command = [
+        str(Path(sys.executable).with_name("skyrl-train")),
+        "train",
+        "sql_cpu",
+        f"trainer.run_name={run_name}",
+        *overrides,
+    ]
+    print(f"== {name}: {' '.join(command[3:])}", flush=True)
+    start = time.perf_counter()
+    subprocess.run(command, cwd=REPO, check=True)
+    return time.perf_counter() - start
+
+
+def _stage(stages: list[dict[str, Any]], label: str) -> dict[str, Any] | None:
+    return next((s for s in stages if s["stage"] == label), None)
+
+
+def _change(changes: list[dict[str, Any]], a: str, b: str) -> dict[str, Any] | None:
+    return next((c for c in changes if c["from"] == a and c["to"] == b), None)
+
+
+def row_of(name: str, summary: dict[str, Any], eval_set: str) -> dict[str, Any]:
+    """The table row of one finished run."""
+    table = (summary.get("eval_sets") or {}).get(eval_set) or {}
+    stages, changes = table.get("stages", []), table.get("changes", [])
+    warm, rl = _stage(stages, "after warm-up"), _stage(stages, "after RL")
+    own = _change(changes, "after warm-up", "after RL")
+    whole = _change(changes, "before", "after RL")
+    return {
+        "variant": name,
+        "steps": summary.get("steps"),
+        "n": (rl or {}).get("n"),
+        "after_warmup": warm and (warm["accuracy"], warm["se"]),
+        "after_rl": rl and (rl["accuracy"], rl["se"]),
+        "rl_change": own and (own["mean"], own["se"]),
+        "whole_change": whole and (whole["mean"], whole["se"]),
+        "wall_s": summary.get("wall_time_s"),
+        "peak_rss_gb": summary.get("peak_rss_gb"),
+    }
+
+
+def _pct(pair: tuple[float, float | None] | None, sign: bool = False) -> str:
+    if not pair or pair[0] is None:
+        return "-"
+    mean, se = pair
+    text = f"{mean * 100:+.1f}" if sign else f"{mean * 100:.1f}"
+    return f"{text} ± {se * 100:.1f}" if se is not None else text
+
+
+def _in_se(pair: tuple[float, float | None] | None) -> str:
+    if not pair or pair[0] is None or not pair[1]:
+        return "-"
+    return f"{pair[0] / pair[1]:+.1f}"
+
+
+def format_table(rows: list[dict[str, Any]], eval_set: str) -> str:
+    """The ablation table (Markdown)."""
+    lines = [
+        f"held-out set: {eval_set} (accuracy %, ± standard error; changes paired on the same questions)",
+        "",
+        "| variant | GRPO steps | n | after warm-up | after RL | RL's own change | in SE | base -> after RL "
+        "| wall s | peak RSS GB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['variant']} | {r['steps']} | {r['n']} | {_pct(r['after_warmup'])} | {_pct(r['after_rl'])} "
+            f"| {_pct(r['rl_change'], True)} | {_in_se(r['rl_change'])} | {_pct(r['whole_change'], True)} "
+            f"| {r['wall_s']} | {r['peak_rss_gb']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", default="", help="comma-separated variants (default: all)")
+    parser.add_argument("--table-only", action="store_true", help="print the table of finished runs only")
+    parser.add_argument("--rerun", action="store_true", help="run variants whose summary.json exists again")
+    parser.add_argument("--eval-set", default="heldout")
+    parser.add_argument(
+        "--run-name",
+        action="append",
+        default=[],
+        metavar="VARIANT=RUN",
+        help="the run folder name of a variant (default: ablation_<variant>)",
+    )
+    args = parser.parse_args(argv)
+    names = [n for n in args.only.split(",") if n] or list(VARIANTS)
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
+    run_names = {n: f"ablation_{n}" for n in names}
+    for item in args.run_name:
+        variant, _, run = item.partition("=")
+        run_names[variant] = run
+    rows = []
+    for name in names:
+        summary_path = REPO / "runs" / run_names[name] / "summary.json"
+        if not args.table_only and (args.rerun or not summary_path.exists()):
+            run_variant(name, VARIANTS[name], run_names[name])
+        if summary_path.exists():
+            rows.append(row_of(name, json.loads(summary_path.read_text()), args.eval_set))
+        else:
+            print(f"{name}: no finished run at {summary_path.parent}", file=sys.stderr)
+    print(format_table(rows, args.eval_set))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
