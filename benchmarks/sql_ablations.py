@@ -8,11 +8,14 @@ questions) with its standard error and its size in standard errors, the whole ch
 and the wall time and peak memory of the run.
 
     python benchmarks/sql_ablations.py                      # every variant, one after the other (hours)
-    python benchmarks/sql_ablations.py --only light_warmup,dapo
+    python benchmarks/sql_ablations.py --only light_warmup,dapo --steps 12 --rl-stages-only
     python benchmarks/sql_ablations.py --table-only         # the table of the runs already in runs/
     python benchmarks/sql_ablations.py --run-name main=sql_cpu --table-only   # a run under another name
 
-Runs already finished (their summary.json exists) are not run again unless ``--rerun``.
+Runs already finished (their summary.json exists) are not run again unless ``--rerun``. On a shared or slow
+machine a wall-time budget gives each variant whatever steps the load left it: ``--steps N`` replaces the
+recipe's ``trainer.max_wall_time_s`` by N GRPO steps for every variant, and ``--rl-stages-only`` evaluates the
+held-out set only after the warm-up and after RL (what RL's own change needs; no Chinook set).
 """
 
 from __future__ import annotations
@@ -50,13 +53,19 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def run_variant(name: str, overrides: list[str], run_name: str) -> float:
-    """Train one variant; returns its wall time in seconds."""
+RL_STAGES_ONLY = (
+    "data.eval_sets={heldout: {paths: [data/text2sql/heldout.parquet], stages: [after_warmup, after_rl]}}"
+)
+
+
+def run_variant(name: str, overrides: list[str], run_name: str, common: list[str]) -> float:
+    """Train one variant (``common``: overrides of every variant); returns its wall time in seconds."""
     command = [
         str(Path(sys.executable).with_name("skyrl-train")),
         "train",
         "sql_cpu",
         f"trainer.run_name={run_name}",
+        *common,
         *overrides,
     ]
     print(f"== {name}: {' '.join(command[3:])}", flush=True)
@@ -134,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun", action="store_true", help="run variants whose summary.json exists again")
     parser.add_argument("--eval-set", default="heldout")
     parser.add_argument(
+        "--steps", type=int, default=None, help="N GRPO steps instead of the wall-time budget"
+    )
+    parser.add_argument(
+        "--rl-stages-only", action="store_true", help="held-out set after warm-up and RL only"
+    )
+    parser.add_argument(
         "--run-name",
         action="append",
         default=[],
@@ -149,11 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.run_name:
         variant, _, run = item.partition("=")
         run_names[variant] = run
+    common = []
+    if args.steps is not None:
+        common += ["trainer.max_wall_time_s=null", f"trainer.max_steps={args.steps}"]
+    if args.rl_stages_only:
+        common.append(RL_STAGES_ONLY)
     rows = []
     for name in names:
         summary_path = REPO / "runs" / run_names[name] / "summary.json"
         if not args.table_only and (args.rerun or not summary_path.exists()):
-            run_variant(name, VARIANTS[name], run_names[name])
+            run_variant(name, VARIANTS[name], run_names[name], common)
         if summary_path.exists():
             rows.append(row_of(name, json.loads(summary_path.read_text()), args.eval_set))
         else:
