@@ -360,3 +360,34 @@ def test_samplers_hold_frozen_weights_of_a_model_a_path_or_the_base(backend, ids
     # at most max_live_samplers engines hold a model; the others come back from their files
     assert len(backend._engines) <= backend.max_live_samplers
     np.testing.assert_allclose(backend.compute_logprobs(before, ids)[1:], lp_before, atol=1e-6)
+
+
+def test_concurrent_calls_on_one_model_run_one_at_a_time_and_lose_nothing(backend, ids, model):
+    import threading
+
+    datum = sft_datum(ids)
+    backend.forward_backward(model, [datum], "cross_entropy")
+    single = {n: p.grad.clone() for n, p in backend._model(model).trainable if p.grad is not None}
+    backend.optim_step(model, learning_rate=0.0)
+    sampler = backend.sampler(base_model="embedded")
+    errors, samples = [], []
+
+    def train():
+        try:
+            backend.forward_backward(model, [datum], "cross_entropy")
+        except Exception as error:  # surfaced below
+            errors.append(error)
+
+    def sample():
+        samples.append(backend.sample(sampler, ids[:4], num_samples=1, max_tokens=3, seed=0))
+
+    threads = [threading.Thread(target=train) for _ in range(3)] + [threading.Thread(target=sample)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(samples) == 1
+    assert backend._model(model).pending_backwards == 3
+    for name, param in backend._model(model).trainable:
+        if name in single:
+            torch.testing.assert_close(param.grad, 3 * single[name], rtol=1e-4, atol=1e-6)
