@@ -108,9 +108,8 @@ def test_a_server_playing_the_known_fix_resolves_every_instance(tokenizer, capsy
     server = serve(tokenizer, solve=True)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        # one trajectory at a time: concurrent bwrap set-ups share a host file list (see the backend)
+        # both instances at once: their set-ups and verifications run side by side on this machine
         argv = ["--base-url", url, "--model", EMBEDDED, "--agent", agent, "--limit", "2"]
-        argv += ["--max-concurrency", "1"]
         result = run(argv, capsys)
     finally:
         server.shutdown()
@@ -127,9 +126,7 @@ def test_a_server_that_changes_nothing_resolves_nothing(tokenizer, capsys):
     server = serve(tokenizer, solve=False)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        result = run(
-            ["--base-url", url, "--model", EMBEDDED, "--limit", "2", "--max-concurrency", "1"], capsys
-        )
+        result = run(["--base-url", url, "--model", EMBEDDED, "--limit", "2"], capsys)
     finally:
         server.shutdown()
         server.server_close()
