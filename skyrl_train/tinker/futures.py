@@ -44,15 +44,18 @@ class Future:
     error: str | None = None
     category: str = "server"
     finished: float | None = None
+    retrieved: float | None = None  # when a poll last received the outcome
     _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list, repr=False)
 
 
 class FutureStore:
-    """Futures by request id. Results stay retrievable for ``keep_s`` seconds after they are ready, so a
-    client that lost a poll to a dropped connection can ask again."""
+    """Futures by request id. An outcome stays retrievable for ``retrieved_keep_s`` seconds after a poll
+    received it (a client whose connection dropped mid-answer asks again) and for ``keep_s`` seconds when
+    nobody came for it."""
 
-    def __init__(self, keep_s: float = 3600.0):
+    def __init__(self, keep_s: float = 3600.0, retrieved_keep_s: float = 120.0):
         self.keep_s = keep_s
+        self.retrieved_keep_s = retrieved_keep_s
         self._futures: dict[str, Future] = {}
         self._lock = threading.Lock()
         self._created = 0
@@ -103,6 +106,10 @@ class FutureStore:
             pass
         return fut.done
 
+    def mark_retrieved(self, fut: Future) -> None:
+        """Note that a poll received ``fut``'s outcome (it may then be forgotten sooner)."""
+        fut.retrieved = time.monotonic()
+
     def pending(self) -> int:
         """How many futures are not done yet."""
         with self._lock:
@@ -110,7 +117,15 @@ class FutureStore:
 
     def _evict_locked(self) -> None:
         now = time.monotonic()
-        stale = [k for k, f in self._futures.items() if f.done and now - (f.finished or now) > self.keep_s]
+        stale = [
+            k
+            for k, f in self._futures.items()
+            if f.done
+            and (
+                now - (f.finished or now) > self.keep_s
+                or (f.retrieved is not None and now - f.retrieved > self.retrieved_keep_s)
+            )
+        ]
         for k in stale:
             del self._futures[k]
 
@@ -162,6 +177,7 @@ class Lane:
         self.calls = 0  # backend calls made (one per batch), for tests and benchmarks
         self.jobs_run = 0
         self._pending: list[Job] = []
+        self._skipped: set[int] = set()  # seq_ids refused at submission: nothing to wait for
         self._cond = threading.Condition()
         self._closed = False
         self._arrivals = itertools.count()
@@ -180,6 +196,14 @@ class Lane:
             self._pending.append(job)
             self._cond.notify()
 
+    def skip(self, seq_id: int | None) -> None:
+        """A request of ``seq_id`` was refused before it became a job: later ones need not wait for it."""
+        if seq_id is None:
+            return
+        with self._cond:
+            self._skipped.add(seq_id)
+            self._cond.notify()
+
     def close(self, then: Callable[[], None] | None = None) -> None:
         """Take no new jobs; run ``then`` on the lane's thread after the queued ones finish."""
         with self._cond:
@@ -196,6 +220,9 @@ class Lane:
         with self._cond:
             gap_since: float | None = None
             while True:
+                while self.next_seq in self._skipped:
+                    self._skipped.discard(self.next_seq)
+                    self.next_seq += 1
                 if self._pending:
                     self._pending.sort(key=lambda j: j.order)
                     head = self._pending[0]

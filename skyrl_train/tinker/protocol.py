@@ -98,7 +98,13 @@ PROTOBUF = "application/x-protobuf"
 
 
 class WireError(ValueError):
-    """A request the wire format cannot express for this server (bad tensor, non-text input, ...)."""
+    """A request the wire format cannot express for this server (bad tensor, non-text input, ...).
+
+    ``model_id`` and ``seq_id`` name the refused request when they could be read (the model's queue then
+    need not wait for that seq_id)."""
+
+    model_id: str | None = None
+    seq_id: int | None = None
 
 
 def _pb():
@@ -180,12 +186,16 @@ def decode_forward_backward(body: bytes, content_encoding: str | None = None) ->
     for key, value in msg.loss_fn_config.items():
         config.setdefault(key, float(value))
     data = []
-    for datum in msg.data:
-        tokens: list[int] = []
-        for chunk in datum.model_input:
-            tokens.extend(_chunk_tokens(chunk))
-        inputs = {name: decode_tensor(t, name) for name, t in datum.loss_fn_inputs.items()}
-        data.append((tokens, inputs))
+    try:
+        for datum in msg.data:
+            tokens: list[int] = []
+            for chunk in datum.model_input:
+                tokens.extend(_chunk_tokens(chunk))
+            inputs = {name: decode_tensor(t, name) for name, t in datum.loss_fn_inputs.items()}
+            data.append((tokens, inputs))
+    except WireError as exc:
+        exc.model_id, exc.seq_id = msg.model_id, int(msg.seq_id)
+        raise
     return ForwardBackwardCall(
         model_id=msg.model_id,
         seq_id=int(msg.seq_id),

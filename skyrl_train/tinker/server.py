@@ -220,6 +220,22 @@ class TinkerService:
 
     # -- training -----------------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _refusing(self, record: ModelRecord, seq_id: int | None):
+        """Around a request's checks: when it is refused, its model's lane stops waiting for its seq_id."""
+        try:
+            yield
+        except (HTTPError, protocol.WireError):
+            record.lane.skip(seq_id)
+            raise
+
+    def skip(self, model_id: str | None, seq_id: int | None) -> None:
+        """A request of ``model_id`` that could not even be decoded: its lane need not wait for it."""
+        with self._lock:
+            record = self.models.get(model_id or "")
+        if record is not None:
+            record.lane.skip(seq_id)
+
     def _model(self, model_id: str) -> ModelRecord:
         with self._lock:
             record = self.models.get(model_id)
@@ -292,8 +308,9 @@ class TinkerService:
     def forward_backward(self, call: protocol.ForwardBackwardCall) -> dict[str, Any]:
         """``forward`` / ``forward_backward``: queued on the model's lane, batched with its neighbours."""
         record = self._model(call.model_id)
-        if not call.data:
-            raise HTTPError(400, "forward_backward needs at least one datum")
+        with self._refusing(record, call.seq_id):
+            if not call.data:
+                raise HTTPError(400, "forward_backward needs at least one datum")
         data = [self.datum_cls(tokens=tokens, inputs=inputs) for tokens, inputs in call.data]
         config = tuple(sorted((call.loss_fn_config or {}).items()))
         key = ("forward" if call.forward_only else "forward_backward", call.loss_fn, config)
@@ -325,6 +342,7 @@ class TinkerService:
         record = self._model(body.get("model_id", ""))
         params = body.get("adam_params")
         if params is None:
+            record.lane.skip(body.get("seq_id"))
             other = (body.get("optimizer_params") or {}).get("type", "unknown")
             raise HTTPError(400, f"optimizer '{other}' is not supported (only Adam: pass tinker.AdamParams)")
         kwargs = {
@@ -367,7 +385,8 @@ class TinkerService:
         """``save_state``: weights and optimizer state, as ``tinker://{model}/weights/{name}``."""
         record = self._model(body.get("model_id", ""))
         name = body.get("path") or f"state-{body.get('seq_id', 0)}"
-        self._check_name(name)
+        with self._refusing(record, body.get("seq_id")):
+            self._check_name(name)
 
         def run():
             path = self._save(record, name, "weights", bool(body.get("overwrite")))
@@ -390,7 +409,8 @@ class TinkerService:
         name = body.get("path")
         session = self._live_session(record.session_id)
         if name is not None:
-            self._check_name(name)
+            with self._refusing(record, body.get("seq_id")):
+                self._check_name(name)
 
             def run():
                 path = self._save(record, name, "sampler_weights", True)
@@ -421,11 +441,15 @@ class TinkerService:
         """``load_state`` into an existing model, or a new model from a checkpoint
         (``create_training_client_from_state[_with_optimizer]``)."""
         path = body.get("path", "")
-        entry = self._checkpoint(path)
         with_optimizer = bool(body.get("optimizer"))
-        if with_optimizer and not entry.get("with_optimizer"):
-            raise HTTPError(400, f"checkpoint '{path}' holds no optimizer state (saved for sampling)")
-        if body.get("session_id") is not None:
+        existing = self._model(body.get("model_id", "")) if body.get("session_id") is None else None
+        with contextlib.ExitStack() as checks:
+            if existing is not None:
+                checks.enter_context(self._refusing(existing, body.get("seq_id")))
+            entry = self._checkpoint(path)
+            if with_optimizer and not entry.get("with_optimizer"):
+                raise HTTPError(400, f"checkpoint '{path}' holds no optimizer state (saved for sampling)")
+        if existing is None:
             session = self._live_session(body["session_id"])
             base_model = body.get("base_model") or entry["base_model"]
             record = self._new_model(
@@ -440,7 +464,7 @@ class TinkerService:
 
             out = self._submit(record.lane, session.session_id, order=0, run=run)
             return {**out, "model_id": record.model_id}
-        record = self._model(body.get("model_id", ""))
+        record = existing
 
         def run():
             _call(
@@ -719,12 +743,16 @@ def create_app(service: TinkerService, *, poll_wait_s: float = 20.0, expiry_chec
     @app.post("/api/v1/forward_backward")
     async def forward_backward(request: Request):
         raw = await request.body()
-        if protocol.PROTOBUF in request.headers.get("content-type", ""):
-            call = await asyncio.to_thread(
-                protocol.decode_forward_backward, raw, request.headers.get("content-encoding")
-            )
-        else:
-            call = protocol.decode_json_forward_backward(await body_of(request))
+        try:
+            if protocol.PROTOBUF in request.headers.get("content-type", ""):
+                call = await asyncio.to_thread(
+                    protocol.decode_forward_backward, raw, request.headers.get("content-encoding")
+                )
+            else:
+                call = protocol.decode_json_forward_backward(await body_of(request))
+        except protocol.WireError as exc:
+            service.skip(exc.model_id, exc.seq_id)
+            raise
         return await asyncio.to_thread(service.forward_backward, call)
 
     @app.post("/api/v1/optim_step")
@@ -765,6 +793,7 @@ def create_app(service: TinkerService, *, poll_wait_s: float = 20.0, expiry_chec
         fut = await service.retrieve(request_id, poll_wait_s)
         if not fut.done:
             return {"type": "try_again", "request_id": request_id, "queue_state": "active"}
+        service.futures.mark_retrieved(fut)
         if fut.error is not None:
             return {"error": fut.error, "category": fut.category}
         if fut.proto:

@@ -190,3 +190,25 @@ def test_a_poll_wakes_when_its_future_resolves_from_another_thread():
     assert asyncio.run(poll()) is True and fut.payload == {"ok": 1}
     pending = store.create("s")
     assert asyncio.run(store.wait(pending, timeout=0.01)) is False
+
+
+def test_a_refused_seq_id_is_not_waited_for():
+    store = FutureStore()
+    lane = Lane("m", store, seq_ordered=True, gap_wait_s=60.0)
+    job = _job(store, 2, lambda: ({"ran": True}, False), seq=2)
+    lane.submit(job)
+    lane.skip(1)  # seq 1 was refused at submission (e.g. an image chunk)
+    _wait_done([job.future])  # well before the 60 s gap wait
+    assert job.future.payload == {"ran": True}
+    lane.close()
+
+
+def test_retrieved_outcomes_are_forgotten_sooner_than_unclaimed_ones():
+    store = FutureStore(keep_s=3600, retrieved_keep_s=0.0)
+    claimed, unclaimed = store.create(None), store.create(None)
+    store.resolve(claimed, {"a": 1})
+    store.resolve(unclaimed, {"b": 2})
+    store.mark_retrieved(claimed)
+    time.sleep(0.01)
+    store._evict_locked()
+    assert store.get(claimed.request_id) is None and store.get(unclaimed.request_id) is unclaimed
