@@ -22,9 +22,9 @@ the replay (``dispatch_replay.py``) assumes they do not.
 The engine:
 
 - ``--engine scripted`` (default; no model needed): plays each task's reference solution (the environment's
-  ``reference_action()``: for ``swe``, the instance's fix applied with ``git apply``, then ``<submit/>``), holding one of
-  ``--slots`` engine slots for ``--turn-s`` seconds per model turn (a stand-in for a GPU's decode time; the
-  rewards are real: the tests decide);
+  ``reference_action()``; for ``swe``, the instance's fix applied with ``git apply``, then ``<submit/>``),
+  holding one of ``--slots`` engine slots for ``--turn-s`` seconds per model turn (a stand-in for a GPU's
+  decode time; the rewards are real: the tests decide);
 - ``--engine hf|vllm|remote --model NAME``: a real model through ``make_engine`` (``--engine-option k=v``
   passes engine options, e.g. ``base_url=http://...`` for ``remote``); the engine's own batching limits
   generation, the dispatchers get ``--slots``.
