@@ -1,4 +1,4 @@
-"""The three dispatchers on real trajectories: containers or sandboxes set up, commands run, hidden tests verified.
+"""The three dispatchers on real trajectories: containers or sandboxes set up, commands run, hidden tests run.
 
 ``--env terminal`` (default): every trajectory is a row of ``datasets/terminal`` played by the agent runner:
 set-up starts the task's container (Docker), the episode runs the model's commands in it, verification runs
@@ -222,9 +222,7 @@ def main() -> None:
             f"{stage_s['evaluate']:>5.2f} {run['in_flight']:>9} {run['reward']:>6.2f} {run['errors']:>6}"
         )
     ratio = runs["async_batch"]["wall"] / runs["async_pipeline"]["wall"]
-    print(
-        f"async_pipeline against bounded async_batch: {ratio:.2f}x (wall of async_batch / wall of async_pipeline)"
-    )
+    print(f"async_pipeline against bounded async_batch: {ratio:.2f}x (async_batch's wall / async_pipeline's)")
     sizes = (pipeline.initialize_concurrency, pipeline.evaluate_concurrency, pipeline.max_ahead)
     print(f"async_pipeline's set-up, verification workers and max_ahead after this batch: {sizes}")
     engine.close()

@@ -1,4 +1,4 @@
-"""Set-up and verification time of the ``swe`` environment (bwrap and Docker) against running the tests directly.
+"""Set-up and verification time of the ``swe`` environment (bwrap, Docker) against running the tests directly.
 
 For a sample of instances (``--per-repo`` of each repository, from ``--split``), three ways of doing the same
 work, each in its own process so that its peak memory is its own:
@@ -9,7 +9,8 @@ work, each in its own process so that its peak memory is its own:
   ``/usr/bin/python3`` (:func:`testrun.run_tests`);
 - ``bwrap``: ``SWEEnv`` with ``backend=bwrap``: set-up is ``init()`` (the bugged repository made, the tests
   hidden, the history replaced), the episode applies the fix in the sandbox and submits, verification is the
-  deferred ``evaluate()`` (the agent's diff read, applied to a fresh copy, the suite run in the sandbox, graded);
+  deferred ``evaluate()`` (the agent's diff read and applied to a fresh copy, the suite run in the sandbox,
+  graded);
 - ``docker``: the same with ``backend=docker`` (a container of the repository version's image for the episode,
   a new one for verification). The image is made (or found) first, per repository, and timed apart
   (``image s``): it is built once per repository version, not per episode.
@@ -197,7 +198,7 @@ def worker(way: str, ids: list[str], instances_path: str | None) -> dict[str, An
             records.append({"instance_id": instance.instance_id, "repo": instance.repo, **record})
             print(
                 f"  {way:7} {instance.instance_id:60} set-up {record['setup_s']:6.2f}s "
-                f"verify {record['verify_s']:6.2f}s {record.get('outcome', 'resolved' if record['resolved'] else 'unresolved')}",
+                f"verify {record['verify_s']:6.2f}s {record['outcome']}",
                 file=sys.stderr,
                 flush=True,
             )

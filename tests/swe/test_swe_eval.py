@@ -1,7 +1,7 @@
 """``skyrl-train eval`` on the swe environment's test split, bwrap backend, end to end: a real OpenAI-compatible
-server on 127.0.0.1 that plays each instance's known fix (every instance resolved: its hidden tests pass), the
-same server doing nothing (none resolved), and the embedded model for one short episode (it runs; the hidden
-tests judge whatever it did)."""
+server on 127.0.0.1 that plays each instance's known fix (every instance resolved: its hidden tests pass),
+the same server doing nothing (none resolved), and the embedded model for one short episode (it runs; the
+hidden tests judge whatever it did)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_a_server_that_changes_nothing_resolves_nothing(tokenizer, capsys):
 
 @pytest.mark.slow
 def test_the_embedded_model_plays_one_short_episode_to_its_verification(capsys):
-    # the environment ends the episode after one reply, so that its verification runs on whatever the model did
+    # the environment ends the episode after one reply: its verification runs on whatever the model did
     argv = ["--env-config", "max_turns=1", "--limit", "1", "--max-tokens", "24"]
     result = run(argv, capsys)
     overall, metrics = result["pass_at_k"]["overall"], result["metrics"]
