@@ -1,4 +1,4 @@
-"""``skyrl-train eval`` on the swe environment's test split, bwrap backend, end to end: a real OpenAI-compatible
+"""``skyrl-train eval`` on the swe test split with the bwrap backend, end to end: a real OpenAI-compatible
 server on 127.0.0.1 that plays each instance's known fix (every instance resolved: its hidden tests pass),
 the same server doing nothing (none resolved), and the embedded model for one short episode (it runs; the
 hidden tests judge whatever it did)."""
