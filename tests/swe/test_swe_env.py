@@ -115,6 +115,18 @@ def test_made_by_name_and_reset_draws_from_the_test_split(bwrap):
     env.close()
 
 
+def test_swe_env_in_gymnasium(bwrap):
+    import gymnasium
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    env = gymnasium.make("skyrl_gym/swe", env_config={**FAST, "max_turns": 2})
+    gymnasium_check_env(env.unwrapped, skip_render_check=True)
+    env.reset(seed=1)
+    _, reward, terminated, truncated, _ = env.step("<bash>ls</bash>")
+    assert reward == 0.0 and not terminated and not truncated
+    env.close()
+
+
 def test_tests_and_history_are_hidden_and_lists_never_shown(bwrap):
     instance = CHECKED[0]
     env = SWEEnv({**FAST, "max_turns": 5}, extras(instance))
