@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import skyrl_gym
 from skyrl_gym.envs.swe import repos
@@ -99,6 +100,36 @@ def test_adversarial_episodes_never_end_in_error(docker_engine, actions):
         play_episode(env, actions, seed=1)
     finally:
         env.close()
+
+
+EDITS = st.sampled_from(
+    [
+        "rm -rf .git /tmp/.skyrl-swe-episode.git",
+        "git reset --hard -q; git clean -fdxq; git checkout --orphan other -q",
+        "rm -rf * .[!.]*",
+        "ln -s /etc/passwd passwd; ln -s / root; mkfifo pipe",
+        "printf 'import pytest\\n' > conftest.py; echo '[pytest]' > pytest.ini",
+        "find . -name '*.py' | head -n 3 | xargs -r sed -i 's/return/yield/'",
+        "dd if=/dev/zero of=big bs=1M count=20 2>/dev/null",
+    ]
+)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(EDITS, min_size=1, max_size=3))
+def test_adversarial_edits_never_error_and_never_earn(docker_engine, edits):
+    env = SWEEnv({**FAST, "max_turns": 5}, extras(CHECKED[0]))
+    try:
+        task = {"prompt": [{"role": "user", "content": "Fix the bug."}], "extras": extras(CHECKED[0])}
+        outputs = play_episode(env, [f"<bash>{edit}</bash>" for edit in edits] + ["<submit/>"], task=task)
+    finally:
+        env.close()
+    assert outputs[-1]["reward"] == 0.0
+    assert outputs[-1]["metadata"]["verification"]["outcome"] in (
+        "unresolved",
+        "patch_failed",
+        "test_timeout",
+    )
 
 
 def test_persistent_shell_hidden_tests_and_git_tampering(docker_engine):

@@ -243,6 +243,17 @@ def test_agent_layer_tools_work_on_the_workspace(bwrap):
     env.close()
 
 
+def test_react_agent_plays_the_reference_tool_calls(bwrap):
+    from skyrl_train.agent.react import ReActEnv
+
+    env = ReActEnv(SWEEnv(FAST, extras(CHECKED[0])), {"tool_timeout_s": 30.0})
+    env.init(None)
+    assert {"bash", "editor", "code_search", "finish"} <= set(env.tools)
+    outputs = [env.step(action) for action in env.reference_episode()]
+    assert outputs[-1]["done"] and outputs[-1]["reward"] == 1.0
+    env.close()
+
+
 EDITS = st.sampled_from(
     [
         "rm -rf .git",
