@@ -72,6 +72,8 @@ class ModelRecord:
     lora_rank: int | None
     lane: Lane
     backend_id: str | None = None
+    user_metadata: dict[str, Any] | None = None
+    last_request: float = field(default_factory=time.time)
 
 
 @dataclass
@@ -105,6 +107,12 @@ class CheckpointIndex:
         """The entry of a checkpoint path, or None."""
         with self._lock:
             return self.entries.get(tinker_path)
+
+    def under(self, model_id: str) -> list[dict[str, Any]]:
+        """The entries of every checkpoint a model saved."""
+        prefix = f"tinker://{model_id}/"
+        with self._lock:
+            return [e for p, e in self.entries.items() if p.startswith(prefix)]
 
     def put(self, tinker_path: str, entry: dict[str, Any]) -> None:
         """Record a checkpoint and write the index atomically."""
@@ -242,7 +250,36 @@ class TinkerService:
         if record is None:
             raise HTTPError(404, f"unknown model_id '{model_id}'; create it with create_lora_training_client")
         self._live_session(record.session_id)
+        record.last_request = time.time()
         return record
+
+    def training_run(self, run_id: str) -> dict[str, Any]:
+        """``RestClient.get_training_run[_by_tinker_path]``: a model as a training run, live or known from
+        its checkpoints (base model, LoRA rank, the user metadata it was created with)."""
+        from datetime import datetime, timezone
+
+        with self._lock:
+            record = self.models.get(run_id)
+        if record is not None:
+            facts = {"base_model": record.base_model, "lora_rank": record.lora_rank}
+            facts |= {"user_metadata": record.user_metadata, "time": record.last_request}
+        else:
+            entries = self.checkpoints.under(run_id)
+            if not entries:
+                raise HTTPError(404, f"unknown training run '{run_id}'")
+            last = max(entries, key=lambda e: e.get("created", 0))
+            facts = {"base_model": last["base_model"], "lora_rank": last.get("lora_rank")}
+            facts |= {"user_metadata": last.get("user_metadata"), "time": last.get("created", 0)}
+        metadata = {str(k): str(v) for k, v in (facts["user_metadata"] or {}).items()}
+        return {
+            "training_run_id": run_id,
+            "base_model": facts["base_model"],
+            "model_owner": "local",
+            "is_lora": facts["lora_rank"] is not None,
+            "lora_rank": facts["lora_rank"],
+            "last_request_time": datetime.fromtimestamp(facts["time"], timezone.utc).isoformat(),
+            "user_metadata": metadata or None,
+        }
 
     def _new_model(self, session, model_seq_id: int, base_model: str, lora_rank: int | None) -> ModelRecord:
         model_id = f"{session.session_id}:train:{model_seq_id}"
@@ -269,6 +306,7 @@ class TinkerService:
         lora = body.get("lora_config") or {}
         rank = lora.get("rank")
         record = self._new_model(session, int(body.get("model_seq_id", 0)), base_model, rank or None)
+        record.user_metadata = body.get("user_metadata")
 
         def run():
             record.backend_id = _call(
@@ -376,6 +414,7 @@ class TinkerService:
                 "base_model": record.base_model,
                 "lora_rank": record.lora_rank,
                 "with_optimizer": with_optimizer,
+                "user_metadata": record.user_metadata,
                 "created": time.time(),
             },
         )
@@ -455,6 +494,7 @@ class TinkerService:
             record = self._new_model(
                 session, int(body.get("model_seq_id", 0)), base_model, entry.get("lora_rank")
             )
+            record.user_metadata = body.get("user_metadata") or entry.get("user_metadata")
 
             def run():
                 record.backend_id = _call(
@@ -774,6 +814,10 @@ def create_app(service: TinkerService, *, poll_wait_s: float = 20.0, expiry_chec
     @app.post("/api/v1/create_sampling_session")
     async def create_sampling_session(request: Request):
         return await asyncio.to_thread(service.create_sampling_session, await body_of(request))
+
+    @app.get("/api/v1/training_runs/{run_id}")
+    async def training_run(run_id: str):
+        return service.training_run(run_id)
 
     @app.get("/api/v1/samplers/{sampler_id}")
     async def get_sampler(sampler_id: str):

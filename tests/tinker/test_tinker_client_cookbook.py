@@ -22,7 +22,7 @@ cookbook = pytest.importorskip("tinker_cookbook")
 
 import chz  # noqa: E402
 from tinker import types  # noqa: E402
-from tinker_cookbook import tokenizer_utils  # noqa: E402
+from tinker_cookbook import checkpoint_utils, tokenizer_utils  # noqa: E402
 from tinker_cookbook.recipes import sl_basic  # noqa: E402
 from tinker_cookbook.renderers import TrainOnWhat  # noqa: E402
 from tinker_cookbook.supervised import train  # noqa: E402
@@ -88,6 +88,15 @@ def test_sl_basic_recipe_runs_against_the_server(tmp_path, monkeypatch):
         assert all(np.isfinite(r["train_mean_nll"]) and r["grad_norm:mean"] > 0 for r in steps)
         final = [json.loads(line) for line in (log_path / "checkpoints.jsonl").read_text().splitlines()][-1]
         assert service.checkpoints.get(final["state_path"])["with_optimizer"]
+        # the run as the cookbook's checkpoint tools look it up (the renderer it was trained with)
+        run = tinker.RestClient(base_url=url).get_training_run_by_tinker_path(final["state_path"]).result()
+        assert run.base_model == MODEL and run.lora_rank == 8
+        assert (
+            checkpoint_utils.get_renderer_name_from_checkpoint(
+                tinker.ServiceClient(base_url=url), final["state_path"]
+            )
+            == "role_colon"
+        )
         # the recipe's final weights serve a sampling client
         sc = tinker.ServiceClient(base_url=url)
         sampler = sc.create_sampling_client(model_path=final["sampler_path"]).result()
