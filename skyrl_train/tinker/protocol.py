@@ -79,7 +79,10 @@ Sampling (``SamplingClient``):
 - ``POST /join_sampling_session`` ``{"sampling_session_id"}`` -> ``{"client_counter"}`` (unpickled clients).
 
 Service: ``GET /healthz`` -> ``{"status": "ok"}``; ``GET /get_server_capabilities`` ->
-``{"supported_models": [{"model_name", "max_context_length", "trainable", "sampleable"}]}``.
+``{"supported_models": [{"model_name", "max_context_length", "trainable", "sampleable"}]}``;
+``GET /training_runs/{model_id}`` (``RestClient.get_training_run[_by_tinker_path]``) -> ``{"training_run_id",
+"base_model", "model_owner", "is_lora", "lora_rank", "last_request_time", "user_metadata"}``. The other REST
+calls (checkpoint lists, deletion, publishing, external weights, copies) answer 404.
 
 Errors at submission are HTTP errors with a JSON ``{"detail": message}`` body, which the client raises as
 ``tinker.NotFoundError`` (404: unknown model or sampler), ``tinker.BadRequestError`` (400: a malformed
