@@ -18,8 +18,9 @@ Both backends do the same three things, in shell scripts they share (:func:`prep
 ``docker`` (:class:`DockerBackend`): one image per repository version, ``local/swe-<repo>:<version>``, built
 offline from ``images/swe/Dockerfile`` FROM ``local/python:latest`` with the clean repository at ``/testbed``
 (cached by content), or the row's own image (``image_name`` / ``env_config.image_template``). ``bwrap``
-(:class:`BwrapBackend`): the bugged repository made on this machine with :func:`repos.bugged_repo` (once per
-process, then copied), each command run in the bubblewrap sandbox over a copy of the folder.
+(:class:`BwrapBackend`): the clean repository made on this machine with :func:`repos.clean_repo` (once per
+process and project version, then copied) and brought to ``base_commit`` as in a container, each command run in
+the bubblewrap sandbox over a copy of the folder.
 """
 
 from __future__ import annotations
@@ -582,35 +583,37 @@ class DockerBackend(SWEBackend):
 
 
 # -- bwrap --------------------------------------------------------------------------------------------------
-_bugged: dict[str, Path] = {}
-_bugged_lock = threading.Lock()
-_bugged_root: Path | None = None
+_clean: dict[str, Path] = {}
+_clean_lock = threading.Lock()
+_clean_root: Path | None = None
 
 
-def _bugged_copy(instance: SWEInstance, dest: Path) -> None:
-    """Copy the instance's bugged repository (made with :func:`repos.bugged_repo` once per process) to ``dest``."""
-    global _bugged_root
-    if instance.kind != KIND_SYNTH or _project(instance) is None:
+def _clean_copy(instance: SWEInstance, dest: Path) -> None:
+    """Copy the clean repository of the instance's project (made with :func:`repos.clean_repo` once per
+    process and project version) to ``dest``."""
+    global _clean_root
+    project = _project(instance)
+    if project is None:
         raise ValueError(
             f"the bwrap backend makes repositories of the pinned projects only; {instance.instance_id!r} "
             "is a users' row: run it with env_config backend='docker' and its image"
         )
-    with _bugged_lock:
-        source = _bugged.get(instance.instance_id)
+    with _clean_lock:
+        source = _clean.get(project.key)
         if source is None or not source.is_dir():
-            if _bugged_root is None:
-                _bugged_root = Path(tempfile.mkdtemp(prefix="skyrl-swe-bugged-"))
+            if _clean_root is None:
+                _clean_root = Path(tempfile.mkdtemp(prefix="skyrl-swe-clean-"))
                 import atexit
 
-                atexit.register(shutil.rmtree, _bugged_root, True)
-            source = _bugged_root / hashlib.sha256(instance.instance_id.encode()).hexdigest()[:20]
+                atexit.register(shutil.rmtree, _clean_root, True)
+            source = _clean_root / project.key
             shutil.rmtree(source, ignore_errors=True)
             try:
-                repos.bugged_repo(instance.row, source)
+                repos.clean_repo(project, source)
             except repos.RepoError as exc:
                 shutil.rmtree(source, ignore_errors=True)
                 raise InfraError(str(exc)) from exc
-            _bugged[instance.instance_id] = source
+            _clean[project.key] = source
     shutil.copytree(source, dest, symlinks=True)
 
 
@@ -678,11 +681,11 @@ class BwrapBackend(SWEBackend):
         begin = time.monotonic()
         self.root = Path(tempfile.mkdtemp(prefix="skyrl-swe-"))
         repo = self.root / "repo"
-        _bugged_copy(self.instance, repo)
+        _clean_copy(self.instance, repo)
         script = prepare_script(
-            self.instance, apply_bug=False, hide=True, episode=True, trusted=str(self.root / "episode.git")
+            self.instance, apply_bug=True, hide=True, episode=True, trusted=str(self.root / "episode.git")
         )
-        result = _host_script(script, repo)
+        result = _host_script(script, repo, stdin=self.instance.bug_patch)
         if not result.ok:
             raise InfraError(f"setting up {self.instance.instance_id} failed: {result.stderr[-1500:]}")
         self.tree = _tree_of(result.stdout)
@@ -713,8 +716,16 @@ class BwrapBackend(SWEBackend):
         class _Fresh:
             def __enter__(self) -> _FolderCopy:
                 self.folder = Path(tempfile.mkdtemp(prefix="skyrl-swe-verify-"))
-                _bugged_copy(backend.instance, self.folder / "repo")
-                return _FolderCopy(self.folder / "repo", backend._get_sandbox(), backend.settings.memory_mb)
+                repo = self.folder / "repo"
+                _clean_copy(backend.instance, repo)
+                script = prepare_script(backend.instance, apply_bug=True, hide=False, episode=False)
+                result = _host_script(script, repo, stdin=backend.instance.bug_patch)
+                if not result.ok:
+                    shutil.rmtree(self.folder, ignore_errors=True)
+                    raise InfraError(
+                        f"the fresh copy of {backend.instance.instance_id} failed: {result.stderr[-1500:]}"
+                    )
+                return _FolderCopy(repo, backend._get_sandbox(), backend.settings.memory_mb)
 
             def __exit__(self, *exc: object) -> None:
                 shutil.rmtree(self.folder, ignore_errors=True)
