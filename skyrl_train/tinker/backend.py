@@ -38,7 +38,6 @@ import tempfile
 import threading
 import time
 import uuid
-import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -169,6 +168,55 @@ class _Sampler:
         return (self.spec.base_model, str(self.path) if self.path is not None else None)
 
 
+class _FileWeights(Mapping):
+    """A base model's weights read on demand from its local safetensors files (memory-mapped, nothing
+    loaded up front). ``aliases`` name where a weight the files leave out is stored instead (a tied output
+    projection: the input embeddings)."""
+
+    def __init__(self, handles: dict[str, Any], aliases: Mapping[str, str]) -> None:
+        self._handles = handles
+        self._aliases = dict(aliases)
+
+    @classmethod
+    def open(cls, source: str, aliases: Mapping[str, str]) -> _FileWeights | None:
+        """The weights of ``source`` when it is a local folder of safetensors files, else None."""
+        from safetensors import safe_open
+
+        from skyrl_train.models import resolve_model_path
+
+        folder = Path(resolve_model_path(source))
+        files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+        if not files:
+            return None
+        handles = {}
+        for file in files:
+            handle = safe_open(str(file), framework="pt")
+            for key in handle.keys():
+                handles[key] = handle
+        return cls(handles, aliases)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._handles:
+            name = self._aliases.get(name, name)
+        return self._handles[name].get_tensor(name)
+
+    def __iter__(self):
+        return iter(self._handles)
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+
+def _tied_aliases(model: Any) -> dict[str, str]:
+    """``{output projection weight name: input embedding weight name}``: where checkpoints of a model with
+    tied embeddings keep the output projection's weight."""
+    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
+    names = {id(module): name for name, module in model.named_modules()}
+    if head is None or embed is None or id(head) not in names or id(embed) not in names:
+        return {}
+    return {f"{names[id(head)]}.weight": f"{names[id(embed)]}.weight"}
+
+
 class TinkerBackend:
     """Training models and samplers for the Tinker API, on this project's model loading and hf engine.
 
@@ -216,6 +264,9 @@ class TinkerBackend:
         self._snapshots: dict[str, list[str]] = {}
         self._engines: OrderedDict[tuple, Any] = OrderedDict()
         self._engine_users: dict[tuple, int] = {}
+        self._engine_specs: dict[tuple, ModelSpec] = {}
+        self.stats = {"engines_built": 0, "engines_reused": 0}
+        """How sampler engines were made: built (a model loaded) or reused (new weights copied in)."""
         self._tokenizers: dict[str, Any] = {}
         self._configs: dict[str, Any] = {}
         self._lock = threading.Lock()  # the registries above
@@ -367,8 +418,7 @@ class TinkerBackend:
                     and self._engine_users.get(sampler.key, 0) == 0
                     and sampler.key in self._engines
                 ):
-                    self._engines.pop(sampler.key).close()
-                    self._engine_users.pop(sampler.key, None)
+                    self._drop_engine(sampler.key).close()
             return
         model = self._model(model_id)
         with model.lock, self._lock:
@@ -720,14 +770,22 @@ class TinkerBackend:
         return sampler
 
     def _acquire_engine(self, sampler: _Sampler) -> Any:
-        """The live engine of the sampler's weights, built when missing; the caller must release it."""
+        """The live engine of the sampler's weights, made when missing; the caller must release it.
+
+        At the cap of live engines, an idle engine of the same base model and adapters gets the new weights
+        copied into its model (the usual case in an RL loop: one sampler per step, the old one done with);
+        otherwise the least recently used idle engine is closed and a new one built.
+        """
         key = sampler.key
         with self._engine_lock:
             engine = self._engines.get(key)
             if engine is None:
-                self._evict_idle(self.max_live_samplers - 1)
-                engine = self._build_engine(sampler)
+                engine = self._reuse_engine(sampler) if len(self._engines) >= self.max_live_samplers else None
+                if engine is None:
+                    self._evict_idle(self.max_live_samplers - 1)
+                    engine = self._build_engine(sampler)
                 self._engines[key] = engine
+                self._engine_specs[key] = sampler.spec
             self._engines.move_to_end(key)
             self._engine_users[key] = self._engine_users.get(key, 0) + 1
             return engine
@@ -737,34 +795,92 @@ class TinkerBackend:
             self._engine_users[sampler.key] -= 1
             self._evict_idle(self.max_live_samplers)
 
+    def _drop_engine(self, key: tuple) -> Any:
+        self._engine_users.pop(key, None)
+        self._engine_specs.pop(key, None)
+        return self._engines.pop(key)
+
     def _evict_idle(self, keep: int) -> None:
         """Close least recently used engines nobody is using until at most ``keep`` remain."""
         for key in list(self._engines):
             if len(self._engines) <= keep:
                 break
             if self._engine_users.get(key, 0) == 0:
-                self._engines.pop(key).close()
-                self._engine_users.pop(key, None)
+                self._drop_engine(key).close()
 
-    def _build_engine(self, sampler: _Sampler) -> Any:
-        from skyrl_train.inference.hf import HFEngine
+    def _reuse_engine(self, sampler: _Sampler) -> Any:
+        """An idle engine of the same spec, its weights replaced by the sampler's; None when there is none
+        or the base model's weights cannot be read from local safetensors files."""
+        for key in list(self._engines):
+            if self._engine_users.get(key, 0) or self._engine_specs.get(key) != sampler.spec:
+                continue
+            engine = self._engines[key]
+            base = _FileWeights.open(self._source(sampler.spec.base_model), _tied_aliases(engine.model))
+            if base is None:
+                return None
+            try:
+                tensors = self._sampler_tensors(sampler, engine.model, base)
+            except KeyError:
+                return None  # the files name the weights differently from the model: build afresh
+            engine.load_weights(tensors.items())
+            self._drop_engine(key)
+            self.stats["engines_reused"] += 1
+            return engine
+        return None
+
+    def _sampler_tensors(self, sampler: _Sampler, model: Any, base: Mapping[str, torch.Tensor]) -> dict:
+        """The tensors (by the plain model's state-dict names) that give ``model`` the sampler's weights.
+
+        ``base`` looks up the base model's original weights. LoRA adapters are merged as peft merges them,
+        ``W0 + (B @ A) * alpha / rank``, into the weights they adapt (the others are the base's already, in a
+        model of the same spec); a full fine-tune's weights are copied as saved; a base sampler's are the
+        base weights.
+        """
+        from safetensors.torch import load_file
 
         spec = sampler.spec
         if sampler.path is None:
-            from skyrl_train.models import load_model
+            return {name: base[name] for name in model.state_dict()}
+        saved = load_file(str(sampler.path / _WEIGHTS))
+        if not spec.lora_rank:
+            return saved
+        prefix, suffix_a, suffix_b = "base_model.model.", ".lora_A.default.weight", ".lora_B.default.weight"
+        scaling = spec.lora_alpha / spec.lora_rank
+        merged = {}
+        for name, a in saved.items():
+            if not name.endswith(suffix_a):
+                continue
+            module = name[len(prefix) : -len(suffix_a)]
+            b = saved[prefix + module + suffix_b]
+            weight = f"{module}.weight"
+            merged[weight] = base[weight].to(self.device) + (b.to(self.device) @ a.to(self.device)) * scaling
+        return merged
 
-            model = load_model(self._source(spec.base_model), dtype="float32", device=self.device)
-        else:
-            module, _ = self._build(spec, seed=self.seed)
-            names = [n for n, p in module.named_parameters() if p.requires_grad]
-            self._copy_weights(module, sampler.path, names)
-            if spec.lora_rank:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    module = module.merge_and_unload()
-            model = module
+    def _build_engine(self, sampler: _Sampler) -> Any:
+        import torch
+
+        from skyrl_train.inference.hf import HFEngine
+        from skyrl_train.models import load_model
+        from skyrl_train.tinker.lora import untie_output_embeddings
+
+        spec = sampler.spec
+        model = load_model(self._source(spec.base_model), dtype="float32", device=self.device)
         model.requires_grad_(False)
+        if spec.lora_rank and spec.train_unembed:
+            untie_output_embeddings(model)  # the same structure as the training model
+        if sampler.path is not None:
+            # every merged tensor is computed from the model's own base weights before any is overwritten
+            tensors = self._sampler_tensors(sampler, model, model.state_dict())
+            with torch.no_grad():
+                params = model.state_dict(keep_vars=True)
+                for name, tensor in tensors.items():
+                    if name not in params:
+                        raise BadRequest(
+                            f"checkpoint '{sampler.path.name}' holds '{name}', which the model lacks"
+                        )
+                    params[name].copy_(tensor)
         model.eval()
+        self.stats["engines_built"] += 1
         with self._lock:
             self._counter += 1
             engine_seed = self.seed * 1_000_003 + self._counter
@@ -881,5 +997,6 @@ class TinkerBackend:
                 engine.close()
             self._engines.clear()
             self._engine_users.clear()
+            self._engine_specs.clear()
         with self._lock:
             self._models.clear()

@@ -336,7 +336,10 @@ def test_samplers_hold_frozen_weights_of_a_model_a_path_or_the_base(backend, ids
     saved = backend.sampler(path=path)
     lp_base = backend.compute_logprobs(base, ids)[1:]
     lp_before = backend.compute_logprobs(before, ids)[1:]
+    # two engines live (the cap): the saved weights go into the idle engine of the same adapters
+    reused = backend.stats["engines_reused"]
     lp_saved = backend.compute_logprobs(saved, ids)[1:]
+    assert backend.stats["engines_reused"] == reused + 1
     np.testing.assert_allclose(lp_before, lp_base, atol=1e-5)  # the adapters started at zero
     assert sum(lp_saved) > sum(lp_before) + 1.0  # trained on exactly this text
     np.testing.assert_allclose(lp_saved, current_logprobs(backend, model, ids), atol=1e-4)
@@ -360,6 +363,7 @@ def test_samplers_hold_frozen_weights_of_a_model_a_path_or_the_base(backend, ids
     # at most max_live_samplers engines hold a model; the others come back from their files
     assert len(backend._engines) <= backend.max_live_samplers
     np.testing.assert_allclose(backend.compute_logprobs(before, ids)[1:], lp_before, atol=1e-6)
+    np.testing.assert_allclose(backend.compute_logprobs(base, ids)[1:], lp_base, atol=1e-6)
 
 
 def test_concurrent_calls_on_one_model_run_one_at_a_time_and_lose_nothing(backend, ids, model):
