@@ -652,6 +652,10 @@ class _FolderCopy(_Copy):
         return run, report.read_text(encoding="utf-8", errors="replace") if report.is_file() else None
 
 
+_sandboxes: dict[float, Any] = {}
+_sandboxes_lock = threading.Lock()
+
+
 class BwrapBackend(SWEBackend):
     """The episode in a folder of this machine, each command in the bubblewrap sandbox over a copy of it
     (``/work`` inside); verification in a new folder."""
@@ -669,10 +673,15 @@ class BwrapBackend(SWEBackend):
         return "/work"
 
     def _get_sandbox(self) -> Any:
+        # one sandbox per process and CPU quota: each run gets its own namespaces and limits anyway
         if self._sandbox is None:
-            from skyrl_gym.runtime import make_sandbox
+            with _sandboxes_lock:
+                sandbox = _sandboxes.get(self.settings.cpus)
+                if sandbox is None:
+                    from skyrl_gym.runtime import make_sandbox
 
-            self._sandbox = make_sandbox("bwrap", cpus=self.settings.cpus)
+                    sandbox = _sandboxes[self.settings.cpus] = make_sandbox("bwrap", cpus=self.settings.cpus)
+            self._sandbox = sandbox
         return self._sandbox
 
     def start(self) -> None:
