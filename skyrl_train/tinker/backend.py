@@ -20,8 +20,10 @@ What each call does, in Tinker's terms:
   so a load restores the model bit for bit, and they outlive the process.
 - ``sampler``: frozen weights (of a model now, a saved path or a base model) behind an hf engine: tokens,
   their log-probabilities (log-softmax at temperature 1 of the sampling model, what ``compute_logprobs``
-  and a training forward recompute) and the prompt's log-probabilities. At most ``max_live_samplers``
-  engines hold a model in memory; the others are rebuilt from their files on their next request.
+  and a training forward recompute) and the prompt's log-probabilities. LoRA adapters are merged into a
+  plain copy of the base model. At most ``max_live_samplers`` engines hold a model in memory; the others
+  are rebuilt from their files on their next request, by copying the weights into an idle engine of the
+  same base model and adapters where there is one (an RL loop's sampler of each step).
 
 Thread safety: each training model has its own lock (calls on one model run one at a time, different
 models run concurrently); samplers are the hf engine's, which batches concurrent requests.
@@ -30,7 +32,6 @@ models run concurrently); samplers are the hf engine's, which batches concurrent
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shutil
@@ -60,8 +61,6 @@ __all__ = [
     "UnknownModel",
     "UnsupportedLoss",
 ]
-
-logger = logging.getLogger("skyrl_train.tinker")
 
 EMBEDDED_SOURCE = "embedded:smollm2-135m"
 DEFAULT_BASE_MODELS = {"embedded": EMBEDDED_SOURCE, "HuggingFaceTB/SmolLM2-135M-Instruct": EMBEDDED_SOURCE}
