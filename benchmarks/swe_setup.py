@@ -197,7 +197,7 @@ def worker(way: str, ids: list[str], instances_path: str | None) -> dict[str, An
             record = direct(instance) if way == "direct" else in_env(instance, way, instances_path)
             records.append({"instance_id": instance.instance_id, "repo": instance.repo, **record})
             print(
-                f"  {way:7} {instance.instance_id:60} set-up {record['setup_s']:6.2f}s "
+                f"  {way:7} {instance.instance_id:66} set-up {record['setup_s']:6.2f}s "
                 f"verify {record['verify_s']:6.2f}s {record['outcome']}",
                 file=sys.stderr,
                 flush=True,
@@ -265,7 +265,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 def per_repo_table(results: dict[str, dict[str, Any]]) -> str:
     """Mean set-up + verification seconds per repository and way."""
     repos = sorted({r["repo"] for result in results.values() for r in result["records"]})
-    lines = [f"{'repository':12} " + " ".join(f"{way + ' s':>14}" for way in results)]
+    width = max(len("repository"), *map(len, repos))
+    lines = [f"{'repository':{width}} " + " ".join(f"{way + ' s':>14}" for way in results)]
     for repo in repos:
         cells = []
         for result in results.values():
@@ -273,7 +274,7 @@ def per_repo_table(results: dict[str, dict[str, Any]]) -> str:
             setup = statistics.fmean(r["setup_s"] for r in mine)
             verify = statistics.fmean(r["verify_s"] for r in mine)
             cells.append(f"{setup:6.2f} +{verify:6.2f}")
-        lines.append(f"{repo:12} " + " ".join(f"{c:>14}" for c in cells))
+        lines.append(f"{repo:{width}} " + " ".join(f"{c:>14}" for c in cells))
     return "\n".join(lines)
 
 
