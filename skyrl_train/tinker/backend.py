@@ -264,12 +264,13 @@ class TinkerBackend:
         self._engines: OrderedDict[tuple, Any] = OrderedDict()
         self._engine_users: dict[tuple, int] = {}
         self._engine_specs: dict[tuple, ModelSpec] = {}
+        self._building: dict[tuple, threading.Event] = {}
         self.stats = {"engines_built": 0, "engines_reused": 0}
         """How sampler engines were made: built (a model loaded) or reused (new weights copied in)."""
         self._tokenizers: dict[str, Any] = {}
         self._configs: dict[str, Any] = {}
         self._lock = threading.Lock()  # the registries above
-        self._engine_lock = threading.Lock()  # building and evicting engines
+        self._engine_lock = threading.Lock()  # the engine registry (engines are made outside it)
         self._counter = 0
 
     # ------------------------------------------------------------------ base models
@@ -773,21 +774,42 @@ class TinkerBackend:
 
         At the cap of live engines, an idle engine of the same base model and adapters gets the new weights
         copied into its model (the usual case in an RL loop: one sampler per step, the old one done with);
-        otherwise the least recently used idle engine is closed and a new one built.
+        otherwise the least recently used idle engine is closed and a new one built. Making an engine takes
+        seconds and happens outside the lock, so samplers whose engines are live go on meanwhile; a second
+        request for the same weights waits for the first one's engine.
         """
         key = sampler.key
-        with self._engine_lock:
-            engine = self._engines.get(key)
+        while True:
+            with self._engine_lock:
+                engine = self._engines.get(key)
+                if engine is not None:
+                    self._engines.move_to_end(key)
+                    self._engine_users[key] = self._engine_users.get(key, 0) + 1
+                    return engine
+                pending = self._building.get(key)
+                if pending is None:
+                    self._building[key] = threading.Event()
+                    donor = None
+                    if len(self._engines) + len(self._building) > self.max_live_samplers:
+                        donor = self._take_idle_engine(sampler.spec)
+                    if donor is None:
+                        self._evict_idle(max(0, self.max_live_samplers - len(self._building)))
+                    break
+            pending.wait()  # another request is making this engine: look again once it is done
+        try:
+            engine = self._refill(donor, sampler) if donor is not None else None
             if engine is None:
-                engine = self._reuse_engine(sampler) if len(self._engines) >= self.max_live_samplers else None
-                if engine is None:
-                    self._evict_idle(self.max_live_samplers - 1)
-                    engine = self._build_engine(sampler)
-                self._engines[key] = engine
-                self._engine_specs[key] = sampler.spec
-            self._engines.move_to_end(key)
+                engine = self._build_engine(sampler)
+        except BaseException:
+            with self._engine_lock:
+                self._building.pop(key).set()
+            raise
+        with self._engine_lock:
+            self._engines[key] = engine
+            self._engine_specs[key] = sampler.spec
             self._engine_users[key] = self._engine_users.get(key, 0) + 1
-            return engine
+            self._building.pop(key).set()
+        return engine
 
     def _release_engine(self, sampler: _Sampler) -> None:
         with self._engine_lock:
@@ -807,25 +829,28 @@ class TinkerBackend:
             if self._engine_users.get(key, 0) == 0:
                 self._drop_engine(key).close()
 
-    def _reuse_engine(self, sampler: _Sampler) -> Any:
-        """An idle engine of the same spec, its weights replaced by the sampler's; None when there is none
-        or the base model's weights cannot be read from local safetensors files."""
+    def _take_idle_engine(self, spec: ModelSpec) -> Any:
+        """The least recently used idle engine of ``spec``, taken out of the registry; None if none."""
         for key in list(self._engines):
-            if self._engine_users.get(key, 0) or self._engine_specs.get(key) != sampler.spec:
-                continue
-            engine = self._engines[key]
-            base = _FileWeights.open(self._source(sampler.spec.base_model), _tied_aliases(engine.model))
-            if base is None:
-                return None
-            try:
-                tensors = self._sampler_tensors(sampler, engine.model, base)
-            except KeyError:
-                return None  # the files name the weights differently from the model: build afresh
-            engine.load_weights(tensors.items())
-            self._drop_engine(key)
-            self.stats["engines_reused"] += 1
-            return engine
+            if not self._engine_users.get(key, 0) and self._engine_specs.get(key) == spec:
+                return self._drop_engine(key)
         return None
+
+    def _refill(self, engine: Any, sampler: _Sampler) -> Any:
+        """``engine`` holding the sampler's weights, copied into its model; None (the engine closed) when
+        the base model's weights cannot be read from local safetensors files under the model's names."""
+        base = _FileWeights.open(self._source(sampler.spec.base_model), _tied_aliases(engine.model))
+        try:
+            if base is None:
+                raise KeyError(sampler.spec.base_model)
+            tensors = self._sampler_tensors(sampler, engine.model, base)
+        except KeyError:
+            engine.close()
+            return None
+        engine.load_weights(tensors.items())
+        with self._lock:
+            self.stats["engines_reused"] += 1
+        return engine
 
     def _sampler_tensors(self, sampler: _Sampler, model: Any, base: Mapping[str, torch.Tensor]) -> dict:
         """The tensors (by the plain model's state-dict names) that give ``model`` the sampler's weights.
@@ -879,8 +904,8 @@ class TinkerBackend:
                         )
                     params[name].copy_(tensor)
         model.eval()
-        self.stats["engines_built"] += 1
         with self._lock:
+            self.stats["engines_built"] += 1
             self._counter += 1
             engine_seed = self.seed * 1_000_003 + self._counter
         return HFEngine(

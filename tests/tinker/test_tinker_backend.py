@@ -395,3 +395,30 @@ def test_concurrent_calls_on_one_model_run_one_at_a_time_and_lose_nothing(backen
     for name, param in backend._model(model).trainable:
         if name in single:
             torch.testing.assert_close(param.grad, 3 * single[name], rtol=1e-4, atol=1e-6)
+
+
+def test_engines_for_several_samplers_are_made_concurrently(backend, ids, model):
+    import threading
+
+    first = backend.sampler(model_id=model)
+    backend.forward_backward(model, [sft_datum(ids)], "cross_entropy")
+    backend.optim_step(model, learning_rate=1e-3)
+    second = backend.sampler(model_id=model)
+    results: dict[str, list] = {}
+
+    def score(name, sampler):
+        results[name] = backend.compute_logprobs(sampler, ids)
+
+    threads = [
+        threading.Thread(target=score, args=(name, sampler))
+        for name, sampler in (("first", first), ("first again", first), ("second", second))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.keys() == {"first", "first again", "second"}
+    assert results["first"] == results["first again"]  # one engine, made once, served both
+    np.testing.assert_allclose(results["second"][1:], current_logprobs(backend, model, ids), atol=1e-4)
+    assert sum(results["second"][1:]) > sum(results["first"][1:])
+    assert not backend._building and len(backend._engines) <= backend.max_live_samplers
