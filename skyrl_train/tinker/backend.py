@@ -373,7 +373,16 @@ class TinkerBackend:
             raise BadRequest(
                 "the LoRA settings select no layer: set at least one of train_attn, train_mlp, train_unembed"
             )
-        spec = ModelSpec(base_model, rank, 32.0, bool(train_mlp), bool(train_attn), bool(train_unembed))
+        from skyrl_train.tinker.lora import DEFAULT_LORA_ALPHA
+
+        spec = ModelSpec(
+            base_model,
+            rank,
+            float(DEFAULT_LORA_ALPHA),
+            bool(train_mlp),
+            bool(train_attn),
+            bool(train_unembed),
+        )
         return self._add_model(spec, seed=self.seed if seed is None else int(seed))
 
     def _add_model(self, spec: ModelSpec, *, seed: int) -> str:
