@@ -6,7 +6,9 @@ made alike, one driven through the API and one directly; the two alternate step 
 machine's load hits both. Sampling: ``sample`` from the base model with ``num_samples`` continuations of
 exactly ``max_tokens`` tokens (no stop), through a ``SamplingClient`` and directly; both use the same engine.
 The table gives median seconds per call and their ratio API / direct, and the ratio and difference of the
-fastest calls of each kind; then the backend calls the server made (its batching) and the process's memory.
+fastest calls of each kind. Then the API's own cost measured inside each request (its wall time less the
+backend's time in it), which the machine's load disturbs least; the backend calls the server made (its
+batching) and the process's memory.
 
     python benchmarks/tinker_overhead.py [--steps 8] [--batch 4] [--seq-len 64] [--samples 4] [--max-tokens 16]
 """
@@ -21,6 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# Spinning OpenMP threads steal a shared machine's cores from the other side of the comparison (as in
+# skyrl-train's own entry point); set before torch is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def rss_mb() -> float:
     """The process's resident memory now, in MB."""
@@ -28,6 +34,32 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+class TimedBackend:
+    """The backend as the server sees it, timing each call: the API's own cost is a request's wall time
+    less the backend time inside it, which load on a shared machine disturbs far less than a difference of
+    two separately timed runs."""
+
+    TIMED = ("forward_backward", "optim_step", "sample")
+
+    def __init__(self, backend):
+        self._backend = backend
+        self.seconds = 0.0
+
+    def __getattr__(self, name):
+        attr = getattr(self._backend, name)
+        if name not in self.TIMED:
+            return attr
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return timed
 
 
 def main() -> None:
@@ -75,7 +107,8 @@ def main() -> None:
 
     direct_model = backend.create_model("embedded", lora_rank=args.rank, seed=0)
     rss_before_server = rss_mb()
-    service = TinkerService(backend, store)
+    timed_backend = TimedBackend(backend)
+    service = TinkerService(timed_backend, store)
     with serve_in_thread(service) as url:
         sc = tinker.ServiceClient(base_url=url)
         tc = sc.create_lora_training_client(base_model="embedded", rank=args.rank, seed=0).result()
@@ -109,10 +142,15 @@ def main() -> None:
             k: [] for k in ("direct_step", "api_step", "direct_sample", "api_sample")
         }
 
+        inside: dict[str, list[float]] = {"api_step": [], "api_sample": []}
+
         def timed(name: str, fn) -> None:
+            before = timed_backend.seconds
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
+            if name in inside:
+                inside[name].append(timed_backend.seconds - before)
 
         direct_step(), api_step(), direct_sample(), api_sample()  # warm-up: caches, engines, connections
         for i in range(args.steps):
@@ -144,6 +182,13 @@ def main() -> None:
         print(
             f"{label:<28}{direct:>10.3f}{api:>10.3f}{api / direct:>8.2f}{fastest_api / fastest_direct:>11.2f}"
             f"{(fastest_api - fastest_direct) * 1000:>17.0f}"
+        )
+    for label, name in (("forward_backward+optim_step", "api_step"), ("sample", "api_sample")):
+        own = [wall - backend_s for wall, backend_s in zip(times[name], inside[name], strict=True)]
+        ratio = [wall / backend_s for wall, backend_s in zip(times[name], inside[name], strict=True)]
+        print(
+            f"{label} through the API: median {statistics.median(own) * 1000:.0f} ms more than the backend "
+            f"time inside it (API / backend {statistics.median(ratio):.3f})"
         )
     print(f"training lane: {jobs} requests in {calls} backend calls")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
