@@ -176,6 +176,7 @@ class Lane:
         self.next_seq = 1
         self.calls = 0  # backend calls made (one per batch), for tests and benchmarks
         self.jobs_run = 0
+        self.gap_timeouts = 0  # times a missing seq_id was given up on
         self._pending: list[Job] = []
         self._skipped: set[int] = set()  # seq_ids refused at submission: nothing to wait for
         self._cond = threading.Condition()
@@ -236,6 +237,7 @@ class Lane:
                         log.warning(
                             "%s: seq_id %d missing, running %d", self.name, self.next_seq, head.seq_id
                         )
+                        self.gap_timeouts += 1
                     group = [head]
                     if head.batch_key is not None and self.batch_runner is not None:
                         for job in self._pending[1:]:

@@ -168,3 +168,19 @@ def test_a_client_that_stops_sending_heartbeats_loses_nothing_saved(server, byst
     assert all(np.isfinite(x) for x in lp.result()[1:])
     sc2.close("success").result()
     still_serving(bystander)
+
+
+def test_an_image_input_is_refused_and_the_model_goes_on(server, client, bystander):
+    tc = client.create_lora_training_client(base_model="embedded", rank=2, seed=5).result()
+    image = types.ImageChunk(data=b"\x89PNG....", format="png", expected_tokens=4)
+    bad = types.Datum(
+        model_input=types.ModelInput(chunks=[types.EncodedTextChunk(tokens=TOKENS[:3]), image]),
+        loss_fn_inputs={"target_tokens": [1] * 7},
+    )
+    with pytest.raises(tinker.BadRequestError, match="chunk of kind 'image' is not supported"):
+        tc.forward_backward([bad], "cross_entropy").result()
+    # the refused request's seq_id is released: the model's next request runs without waiting for it
+    lane = server["service"].models[tc.model_id].lane
+    still_serving(tc)
+    assert lane.next_seq == 4 and lane.gap_timeouts == 0  # seq 1 refused; 2 and 3 ran without a wait
+    still_serving(bystander)

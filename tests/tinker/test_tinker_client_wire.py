@@ -143,7 +143,7 @@ def test_lane_runs_in_seq_order_and_waits_for_a_missing_seq_id():
     first = _job(store, 1, step(1), seq=1)
     lane.submit(first)
     _wait_done([first.future, later.future])
-    assert ran == [1, 2] and later.future.payload == {"n": 2}
+    assert ran == [1, 2] and later.future.payload == {"n": 2} and lane.gap_timeouts == 0
     lane.close()
 
 
@@ -199,7 +199,7 @@ def test_a_refused_seq_id_is_not_waited_for():
     lane.submit(job)
     lane.skip(1)  # seq 1 was refused at submission (e.g. an image chunk)
     _wait_done([job.future])  # well before the 60 s gap wait
-    assert job.future.payload == {"ran": True}
+    assert job.future.payload == {"ran": True} and lane.gap_timeouts == 0
     lane.close()
 
 
