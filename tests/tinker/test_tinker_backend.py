@@ -116,12 +116,18 @@ def test_lora_starts_at_the_base_model_and_trains_only_adapters(backend, ids, mo
         assert any("lm_head" in n for n in names) and any("mlp" in n for n in names)
     finally:
         backend.unload(base)
-    attn_only = backend.create_model("embedded", lora_rank=4, train_mlp=False, train_unembed=False)
+    settings = {"lora_rank": 4, "train_mlp": False, "train_unembed": False}
+    made = [backend.create_model("embedded", seed=seed, **settings) for seed in (1, 1, 2)]
     try:
-        names = list(trainable(backend, attn_only))
+        names = list(trainable(backend, made[0]))
         assert names and all("self_attn" in n for n in names)
+        # the seed decides the adapters' initial A matrices
+        first, same_seed, other_seed = (trainable(backend, m) for m in made)
+        assert all(torch.equal(first[n], same_seed[n]) for n in names)
+        assert not all(torch.equal(first[n], other_seed[n]) for n in names)
     finally:
-        backend.unload(attn_only)
+        for model_id in made:
+            backend.unload(model_id)
 
 
 def test_gradients_accumulate_across_forward_backward_calls_until_the_step(backend, ids, model):
