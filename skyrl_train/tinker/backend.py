@@ -155,12 +155,14 @@ class _TrainingModel:
 
 
 class _Sampler:
-    """A sampler: the files of the weights it serves (None: the base model's own)."""
+    """A sampler: the files of the weights it serves (None: the base model's own); ``snapshot_of`` names
+    the training model when the files are a snapshot only this sampler uses."""
 
-    def __init__(self, sampler_id: str, spec: ModelSpec, path: Path | None) -> None:
+    def __init__(self, sampler_id: str, spec: ModelSpec, path: Path | None, snapshot_of: str | None = None):
         self.sampler_id = sampler_id
         self.spec = spec
         self.path = path
+        self.snapshot_of = snapshot_of
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -415,8 +417,8 @@ class TinkerBackend:
         }
 
     def unload(self, model_id: str) -> None:
-        """Forget a training model or a sampler by its id (saved weights, and the samplers made from a
-        model, stay); UnknownModel when there is neither."""
+        """Forget a training model or a sampler by its id; UnknownModel when there is neither. Saved weights
+        and the samplers made from a model stay; a sampler's snapshot of a model's weights goes with it."""
         with self._lock:
             sampler = self._samplers.pop(model_id, None)
             shared = sampler is not None and any(s.key == sampler.key for s in self._samplers.values())
@@ -428,6 +430,12 @@ class TinkerBackend:
                     and sampler.key in self._engines
                 ):
                     self._drop_engine(sampler.key).close()
+            if sampler.snapshot_of is not None and sampler.path is not None:
+                with self._lock:
+                    kept = self._snapshots.get(sampler.snapshot_of, [])
+                    if sampler.sampler_id in kept:
+                        kept.remove(sampler.sampler_id)
+                shutil.rmtree(sampler.path, ignore_errors=True)  # nothing else can reach these files
             return
         model = self._model(model_id)
         with model.lock, self._lock:
@@ -751,7 +759,7 @@ class TinkerBackend:
             relative = f"{model_id}/snapshots/{sampler_id}"
             with model.lock:
                 self._write_checkpoint(model, self.store_dir / relative, with_optimizer=False)
-            sampler = _Sampler(sampler_id, model.spec, self.store_dir / relative)
+            sampler = _Sampler(sampler_id, model.spec, self.store_dir / relative, snapshot_of=model_id)
             self._keep_snapshot(model_id, sampler_id)
         with self._lock:
             self._samplers[sampler_id] = sampler

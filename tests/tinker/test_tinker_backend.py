@@ -370,6 +370,11 @@ def test_samplers_hold_frozen_weights_of_a_model_a_path_or_the_base(backend, ids
     assert len(backend._engines) <= backend.max_live_samplers
     np.testing.assert_allclose(backend.compute_logprobs(before, ids)[1:], lp_before, atol=1e-6)
     np.testing.assert_allclose(backend.compute_logprobs(base, ids)[1:], lp_base, atol=1e-6)
+    # a snapshot's files go with its sampler; named saves stay
+    snapshot = backend._sampler(before).path
+    assert snapshot.is_dir()
+    backend.unload(before)
+    assert not snapshot.exists() and (backend.store_dir / path).is_dir()
 
 
 def test_concurrent_calls_on_one_model_run_one_at_a_time_and_lose_nothing(backend, ids, model):
