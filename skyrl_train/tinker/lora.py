@@ -14,10 +14,8 @@ projection gets its own (frozen) copy first (:func:`untie_output_embeddings`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+import warnings
+from typing import Any
 
 __all__ = ["DEFAULT_LORA_ALPHA", "apply_lora", "lora_targets", "untie_output_embeddings"]
 
@@ -74,6 +72,8 @@ def apply_lora(model: Any, *, rank: int, alpha: float, targets: list[str], seed:
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets, bias="none")
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        # peft asks transformers through a name transformers has deprecated; nothing for a user to do
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(seed)
         return get_peft_model(model, config)
