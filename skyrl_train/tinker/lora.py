@@ -20,7 +20,7 @@ from typing import Any
 __all__ = ["DEFAULT_LORA_ALPHA", "apply_lora", "lora_targets", "untie_output_embeddings"]
 
 DEFAULT_LORA_ALPHA = 32
-"""LoRA's alpha (the adapter's output is scaled by alpha / rank), Tinker's fixed value."""
+"""LoRA's alpha (the adapter's output is scaled by alpha / rank): the value the Tinker cookbook assumes."""
 
 _ATTN_PARTS = ("self_attn", "attention", "attn")
 _MLP_PARTS = ("mlp", "feed_forward", "ffn")
