@@ -113,6 +113,10 @@ def test_made_by_name_and_reset_draws_from_the_test_split(bwrap):
     )
     assert "0\n" in output["observations"][0]["content"] and not output["done"]
     env.close()
+    row = SWEEnv(FAST, extras(CHECKED[0]))
+    row_prompt, _ = row.init([{"role": "user", "content": "Fix it."}])  # a row without the protocol
+    assert [m["role"] for m in row_prompt] == ["system", "user"] and "<bash>" in row_prompt[0]["content"]
+    row.close()
 
 
 def test_swe_env_in_gymnasium(bwrap):

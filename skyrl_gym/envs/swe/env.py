@@ -278,6 +278,9 @@ class SWEEnv(BaseTextEnv):
         assert self.instance is not None
         if not prompt:
             prompt = instance_prompt(self.instance, self.backend.workdir)
+        elif not any(isinstance(m, dict) and m.get("role") == "system" for m in prompt):
+            # a row that only states the problem (SkyRL's SWE rows): the model still needs the protocol
+            prompt = [{"role": "system", "content": SYSTEM_PROMPT}, *prompt]
         info: dict[str, Any] = {
             "instance_id": self.instance.instance_id,
             "repo": self.instance.repo,
