@@ -12,8 +12,8 @@ work, each in its own process so that its peak memory is its own:
   deferred ``evaluate()`` (the agent's diff read and applied to a fresh copy, the suite run in the sandbox,
   graded);
 - ``docker``: the same with ``backend=docker`` (a container of the repository version's image for the episode,
-  a new one for verification). The image is made (or found) first, per repository, and timed apart
-  (``image s``): it is built once per repository version, not per episode.
+  a new one for verification). The image is made (or found) first, per repository, and timed apart (the
+  last line): it is built once per repository version, not per episode.
 
 It prints, per way, the mean and median seconds of set-up, of the episode's fix command and of verification,
 their ratios to ``direct`` (of the means), how many instances were resolved, and the peak resident memory of
