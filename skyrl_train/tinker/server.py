@@ -87,6 +87,7 @@ class SamplerRecord:
     lane: Lane
     backend_id: str | None = None
     clones: int = 0
+    warm: bool = False  # has sampled once (its engine was built)
 
 
 @dataclass
@@ -147,6 +148,10 @@ class TinkerService:
         self.models: dict[str, ModelRecord] = {}
         self.samplers: dict[str, SamplerRecord] = {}
         self._lock = threading.Lock()
+        # Loading a model is not thread-safe in transformers/accelerate (weights initialise on the meta device
+        # through a process-wide patch, so another thread building modules meanwhile gets empty tensors):
+        # model creation, and a sampler's first call (which builds its engine), take turns.
+        self._build_lock = threading.Lock()
         self._seeded = itertools.count()
         self.capabilities = backend.capabilities()
 
@@ -309,15 +314,16 @@ class TinkerService:
         record.user_metadata = body.get("user_metadata")
 
         def run():
-            record.backend_id = _call(
-                self.backend.create_model,
-                base_model,
-                lora_rank=rank or None,
-                seed=lora.get("seed"),
-                train_mlp=lora.get("train_mlp", True),
-                train_attn=lora.get("train_attn", True),
-                train_unembed=lora.get("train_unembed", True),
-            )
+            with self._build_lock:
+                record.backend_id = _call(
+                    self.backend.create_model,
+                    base_model,
+                    lora_rank=rank or None,
+                    seed=lora.get("seed"),
+                    train_mlp=lora.get("train_mlp", True),
+                    train_attn=lora.get("train_attn", True),
+                    train_unembed=lora.get("train_unembed", True),
+                )
             return {"type": "create_model", "model_id": record.model_id}, False
 
         # order 0: before the model's first request (seq_id 1)
@@ -497,9 +503,12 @@ class TinkerService:
             record.user_metadata = body.get("user_metadata") or entry.get("user_metadata")
 
             def run():
-                record.backend_id = _call(
-                    self.backend.create_model_from_state, entry["backend_path"], with_optimizer=with_optimizer
-                )
+                with self._build_lock:
+                    record.backend_id = _call(
+                        self.backend.create_model_from_state,
+                        entry["backend_path"],
+                        with_optimizer=with_optimizer,
+                    )
                 return {"type": "load_weights", "path": path, "model_id": record.model_id}, False
 
             out = self._submit(record.lane, session.session_id, order=0, run=run)
@@ -652,7 +661,11 @@ class TinkerService:
             return outcomes
 
         by_job: dict[int, tuple[Any, bool] | Failure] = {}
-        if len(calls) == 1:
+        if not record.warm:
+            with self._build_lock:  # the first call builds the sampler's engine
+                results = [run(jobs) for jobs in calls.values()]
+            record.warm = True
+        elif len(calls) == 1:
             results = [run(next(iter(calls.values())))]
         else:
             with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="tinker-sample") as pool:

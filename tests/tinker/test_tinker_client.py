@@ -326,3 +326,33 @@ def test_waiting_sample_calls_share_backend_calls_and_pickled_samplers_work(
     full = sampler.compute_logprobs(types.ModelInput.from_ints(a)).result()
     assert last[:-3] == [None] * (len(a) - 3)
     np.testing.assert_allclose(last[-3:], full[-3:], atol=1e-6)
+
+
+def test_two_clients_train_at_the_same_time(server, tokenizer):
+    """Two clients create their models (loading takes turns) and train them side by side."""
+    batch = [sft_datum(tokenizer)]
+    results: dict[int, tuple[float, float]] = {}
+    errors: list[BaseException] = []
+
+    def train(i: int) -> None:
+        try:
+            sc = tinker.ServiceClient(base_url=server["url"])
+            tc = sc.create_lora_training_client(base_model="embedded", rank=4, seed=10 + i).result()
+            first = tc.forward(batch, "cross_entropy").result().metrics["loss:sum"]
+            for _ in range(2):
+                fb = tc.forward_backward(batch, "cross_entropy")
+                step = tc.optim_step(types.AdamParams(learning_rate=1e-3))
+                fb.result(), step.result()
+            results[i] = (first, tc.forward(batch, "cross_entropy").result().metrics["loss:sum"])
+            sc.close("success").result()
+        except BaseException as exc:  # reported below, on the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=train, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors
+    assert sorted(results) == [0, 1]
+    assert all(after < before for before, after in results.values()), results
