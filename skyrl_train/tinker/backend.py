@@ -72,6 +72,7 @@ _FORMAT = 1
 _MANIFEST = "skyrl_tinker.json"
 _WEIGHTS = "weights.safetensors"
 _OPTIMIZER = "optimizer.pt"
+_LOAD_LOCK = threading.RLock()  # model loading and LoRA initialisation (global torch state)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -330,12 +331,20 @@ class TinkerBackend:
 
     # ------------------------------------------------------------------ building modules
 
+    def _load_base(self, base_model: str) -> Any:
+        """A fresh float32 copy of a base model on the backend's device, one load at a time: transformers'
+        ``from_pretrained`` builds the model under process-wide settings (meta-device initialisation), so two
+        threads loading at once can leave one with weights that have no data."""
+        from skyrl_train.models import load_model
+
+        with _LOAD_LOCK:
+            return load_model(self._source(base_model), dtype="float32", device=self.device)
+
     def _build(self, spec: ModelSpec, *, seed: int) -> tuple[Any, Any]:
         """A fresh module for ``spec`` (peft-wrapped when LoRA) and the causal LM inside it."""
-        from skyrl_train.models import load_model
         from skyrl_train.tinker.lora import apply_lora, lora_targets, untie_output_embeddings
 
-        causal_lm = load_model(self._source(spec.base_model), dtype="float32", device=self.device)
+        causal_lm = self._load_base(spec.base_model)
         if spec.lora_rank == 0:
             causal_lm.requires_grad_(True)
             return causal_lm, causal_lm
@@ -345,7 +354,10 @@ class TinkerBackend:
         )
         if spec.train_unembed:
             untie_output_embeddings(causal_lm)
-        module = apply_lora(causal_lm, rank=spec.lora_rank, alpha=spec.lora_alpha, targets=targets, seed=seed)
+        with _LOAD_LOCK:  # the seeded initialisation draws from torch's process-wide generator
+            module = apply_lora(
+                causal_lm, rank=spec.lora_rank, alpha=spec.lora_alpha, targets=targets, seed=seed
+            )
         return module, module.get_base_model()
 
     def _next_id(self, prefix: str) -> str:
@@ -901,11 +913,10 @@ class TinkerBackend:
         import torch
 
         from skyrl_train.inference.hf import HFEngine
-        from skyrl_train.models import load_model
         from skyrl_train.tinker.lora import untie_output_embeddings
 
         spec = sampler.spec
-        model = load_model(self._source(spec.base_model), dtype="float32", device=self.device)
+        model = self._load_base(spec.base_model)
         model.requires_grad_(False)
         if spec.lora_rank and spec.train_unembed:
             untie_output_embeddings(model)  # the same structure as the training model

@@ -420,16 +420,23 @@ def test_engines_for_several_samplers_are_made_concurrently(backend, ids, model)
     def score(name, sampler):
         results[name] = backend.compute_logprobs(sampler, ids)
 
+    def create():  # loads a model while the engines load theirs
+        made = backend.create_model("embedded", lora_rank=2)
+        results["new model"] = [None, *current_logprobs(backend, made, ids)]
+        backend.unload(made)
+
     threads = [
         threading.Thread(target=score, args=(name, sampler))
         for name, sampler in (("first", first), ("first again", first), ("second", second))
-    ]
+    ] + [threading.Thread(target=create)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert results.keys() == {"first", "first again", "second"}
+    assert results.keys() == {"first", "first again", "second", "new model"}
     assert results["first"] == results["first again"]  # one engine, made once, served both
+    # fresh adapters leave the base model as it was, like the first snapshot's
+    np.testing.assert_allclose(results["new model"][1:], results["first"][1:], atol=1e-4)
     np.testing.assert_allclose(results["second"][1:], current_logprobs(backend, model, ids), atol=1e-4)
     assert sum(results["second"][1:]) > sum(results["first"][1:])
     assert not backend._building and len(backend._engines) <= backend.max_live_samplers
