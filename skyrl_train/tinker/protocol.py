@@ -11,7 +11,8 @@ Start-up of a ``ServiceClient`` (lazily, on the first training or sampling clien
   ``pjwt_auth_enabled=false`` (plain API keys), ``use_pyqwest_transport=false`` (httpx),
   ``proto_compress_fwdbwd=false`` (we still accept ``Content-Encoding: zstd``), ``sample_use_retrieve_futures=false``
   (one ``retrieve_future`` poll per request), ``custom_loss_server_side=false`` (custom losses run client-side as
-  a forward pass plus a linear ``cross_entropy`` backward, which needs nothing more from the server).
+  a forward pass plus a linear ``cross_entropy`` backward, which needs nothing more from the server),
+  ``sample_join_sampling_session=true`` (an unpickled ``SamplingClient`` asks for its clone number).
 - ``POST /client/dynamic_config`` -> ``ClientDynamicConfigResponse`` (refresh interval, sample cancel flags).
 - ``POST /create_session`` ``{"tags", "user_metadata", "sdk_version", "project_id", "display_name"}`` ->
   ``{"type": "create_session", "session_id"}``.
