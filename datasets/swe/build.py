@@ -34,7 +34,7 @@ DEFAULT_STATS = HERE / "stats.json"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--projects", nargs="+", default=list(PROJECTS), choices=sorted(PROJECTS))
-    parser.add_argument("--target", type=int, default=60, help="instances to keep per project")
+    parser.add_argument("--target", type=int, default=48, help="instances to keep per project")
     parser.add_argument(
         "--max-attempts", type=int, default=400, help="candidates validated per project at most"
     )
@@ -45,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--test-fraction", type=float, default=0.2, help="share of each project's instances in test"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1, help="projects built at once (one process each)")
     parser.add_argument(
         "--no-oracle", action="store_true", help="skip the oracle run over the built instances"
     )
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         test_fraction=args.test_fraction,
         seed=args.seed,
         run_oracle=not args.no_oracle,
-        log=lambda message: print(message, file=sys.stderr, flush=True),
+        jobs=args.jobs,
+        verbose=True,
     )
     write_instances(instances, args.out)
     paths = write_rows(instances, args.data)

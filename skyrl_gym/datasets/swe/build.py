@@ -28,6 +28,7 @@ import io
 import json
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -310,7 +311,7 @@ class ProjectReport:
 def build_project(
     project: Project,
     work_root: Path,
-    target: int = 60,
+    target: int = 48,
     max_attempts: int = 400,
     max_per_function: int = 2,
     seed: int = 0,
@@ -440,49 +441,81 @@ def skyrl_row(instance: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _build_and_check(job: tuple) -> tuple[str, dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """One project: build its instances, then the oracle over each of them (one process of :func:`build`)."""
+    name, target, max_attempts, max_per_function, seed, run_oracle, work_root, verbose = job
+    log = _stderr if verbose else _quiet
+    project = get_project(name)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=work_root, prefix="skyrl-swe-build-") as tmp:
+        report = build_project(project, Path(tmp), target, max_attempts, max_per_function, seed, log)
+        summary = {**report.summary(), "build_seconds": round(time.monotonic() - started, 1)}
+        results = []
+        if run_oracle:
+            started = time.monotonic()
+            for instance in report.instances:
+                results.append(oracle(instance, Path(tmp)))
+                if not results[-1]["resolved"]:
+                    log(f"oracle FAILED on {instance['instance_id']}: {results[-1].get('grade')}")
+            log(f"{project.key}: oracle {sum(r['resolved'] for r in results)}/{len(results)} resolved")
+            summary["oracle_seconds"] = round(time.monotonic() - started, 1)
+    return name, summary, report.instances, results
+
+
 def build(
     projects: Iterable[str] | None = None,
-    target: int = 60,
+    target: int = 48,
     max_attempts: int = 400,
     max_per_function: int = 2,
     test_fraction: float = 0.2,
     seed: int = 0,
     run_oracle: bool = True,
     work_root: Path | None = None,
-    log: Log = _quiet,
+    jobs: int = 1,
+    verbose: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Build the instances of ``projects`` (all pinned ones by default); return them and the build's stats."""
+    """Build the instances of ``projects`` (all pinned ones by default); return them and the build's stats.
+
+    Each project is built and then checked by :func:`oracle` instance by instance; an instance its own
+    patch does not resolve is dropped (and named in the stats). ``jobs`` projects are built at once, in
+    processes of their own; the result does not depend on it.
+    """
     names = list(projects or PROJECTS)
     started = time.monotonic()
-    stats: dict[str, Any] = {"seed": seed, "target_per_project": target, "projects": {}}
+    stats: dict[str, Any] = {"seed": seed, "target_per_project": target, "jobs": jobs, "projects": {}}
+    job_list = [
+        (n, target, max_attempts, max_per_function, seed, run_oracle, work_root, verbose) for n in names
+    ]
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            done = list(pool.imap(_build_and_check, job_list))
+    else:
+        done = [_build_and_check(job) for job in job_list]
     instances: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(dir=work_root, prefix="skyrl-swe-build-") as tmp:
-        for name in names:
-            project = get_project(name)
-            t0 = time.monotonic()
-            report = build_project(project, Path(tmp), target, max_attempts, max_per_function, seed, log)
-            stats["projects"][name] = {**report.summary(), "build_seconds": round(time.monotonic() - t0, 1)}
-            instances.extend(report.instances)
-        assign_splits(instances, test_fraction=test_fraction, seed=seed)
-        stats["build_seconds"] = round(time.monotonic() - started, 1)
-        if run_oracle:
-            t0 = time.monotonic()
-            results = []
-            for index, instance in enumerate(sorted(instances, key=lambda r: r["instance_id"])):
-                results.append(oracle(instance, Path(tmp)))
-                if not results[-1]["resolved"]:
-                    log(f"oracle FAILED on {instance['instance_id']}: {results[-1].get('grade')}")
-                if (index + 1) % 25 == 0:
-                    log(f"oracle: {index + 1}/{len(instances)}")
-            failed = sorted(r["instance_id"] for r in results if not r["resolved"])
-            stats["oracle"] = {
-                "instances": len(results),
-                "resolved": len(results) - len(failed),
-                "failed": failed,
-                "seconds": round(time.monotonic() - t0, 1),
-            }
-            # an instance whose own fix does not pass is no instance
-            instances = [i for i in instances if i["instance_id"] not in set(failed)]
+    results: list[dict[str, Any]] = []
+    for name, summary, built, checked in done:
+        stats["projects"][name] = summary
+        instances.extend(built)
+        results.extend(checked)
+    stats["build_seconds"] = round(time.monotonic() - started, 1)
+    if run_oracle:
+        failed = sorted(r["instance_id"] for r in results if not r["resolved"])
+        stats["oracle"] = {
+            "instances": len(results),
+            "resolved": len(results) - len(failed),
+            "failed": failed,
+            "seconds": round(sum(r["seconds"] for r in results), 1),
+            "mean_seconds": round(sum(r["seconds"] for r in results) / max(1, len(results)), 3),
+        }
+        # an instance whose own fix does not pass is no instance
+        instances = [i for i in instances if i["instance_id"] not in set(failed)]
+    assign_splits(instances, test_fraction=test_fraction, seed=seed)
     stats.update(counts(instances))
     return instances, stats
 
