@@ -20,13 +20,14 @@ What each call does, in Tinker's terms:
   so a load restores the model bit for bit, and they outlive the process.
 - ``sampler``: frozen weights (of a model now, a saved path or a base model) behind an hf engine: tokens,
   their log-probabilities (log-softmax at temperature 1 of the sampling model, what ``compute_logprobs``
-  and a training forward recompute) and the prompt's log-probabilities. LoRA adapters are merged into a
-  plain copy of the base model. At most ``max_live_samplers`` engines hold a model in memory; the others
-  are rebuilt from their files on their next request, by copying the weights into an idle engine of the
-  same base model and adapters where there is one (an RL loop's sampler of each step).
+  and a training forward recompute) and the prompt's log-probabilities. The backend checks each request
+  against the base model and Tinker's sampling rules; the samplers and their engines (LoRA merged into a
+  plain copy of the base model, at most ``max_live_samplers`` engines live, idle ones refilled with new
+  weights) are :class:`~skyrl_train.tinker.samplers.SamplerPool`'s.
 
 Thread safety: each training model has its own lock (calls on one model run one at a time, different
-models run concurrently); samplers are the hf engine's, which batches concurrent requests.
+models run concurrently); samplers are the hf engine's, which batches concurrent requests. Model loads
+(and LoRA initialisation) run one at a time in the whole process.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from skyrl_train.tinker.losses import LOSSES
 
 if TYPE_CHECKING:
     import torch
+
+    from skyrl_train.tinker.samplers import _Sampler
 
 __all__ = [
     "BadRequest",
@@ -155,70 +158,6 @@ class _TrainingModel:
         self.pending_backwards = 0
 
 
-class _Sampler:
-    """A sampler: the files of the weights it serves (None: the base model's own); ``snapshot_of`` names
-    the training model when the files are a snapshot only this sampler uses."""
-
-    def __init__(self, sampler_id: str, spec: ModelSpec, path: Path | None, snapshot_of: str | None = None):
-        self.sampler_id = sampler_id
-        self.spec = spec
-        self.path = path
-        self.snapshot_of = snapshot_of
-
-    @property
-    def key(self) -> tuple[str, str | None]:
-        return (self.spec.base_model, str(self.path) if self.path is not None else None)
-
-
-class _FileWeights(Mapping):
-    """A base model's weights read on demand from its local safetensors files (memory-mapped, nothing
-    loaded up front). ``aliases`` name where a weight the files leave out is stored instead (a tied output
-    projection: the input embeddings)."""
-
-    def __init__(self, handles: dict[str, Any], aliases: Mapping[str, str]) -> None:
-        self._handles = handles
-        self._aliases = dict(aliases)
-
-    @classmethod
-    def open(cls, source: str, aliases: Mapping[str, str]) -> _FileWeights | None:
-        """The weights of ``source`` when it is a local folder of safetensors files, else None."""
-        from safetensors import safe_open
-
-        from skyrl_train.models import resolve_model_path
-
-        folder = Path(resolve_model_path(source))
-        files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
-        if not files:
-            return None
-        handles = {}
-        for file in files:
-            handle = safe_open(str(file), framework="pt")
-            for key in handle.keys():
-                handles[key] = handle
-        return cls(handles, aliases)
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._handles:
-            name = self._aliases.get(name, name)
-        return self._handles[name].get_tensor(name)
-
-    def __iter__(self):
-        return iter(self._handles)
-
-    def __len__(self) -> int:
-        return len(self._handles)
-
-
-def _tied_aliases(model: Any) -> dict[str, str]:
-    """``{output projection weight name: input embedding weight name}``: where checkpoints of a model with
-    tied embeddings keep the output projection's weight."""
-    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
-    names = {id(module): name for name, module in model.named_modules()}
-    if head is None or embed is None or id(head) not in names or id(embed) not in names:
-        return {}
-    return {f"{names[id(head)]}.weight": f"{names[id(embed)]}.weight"}
-
-
 class TinkerBackend:
     """Training models and samplers for the Tinker API, on this project's model loading and hf engine.
 
@@ -262,19 +201,16 @@ class TinkerBackend:
         self.max_tokens_per_pass = max_tokens_per_pass
         self.prefix_cache_tokens = prefix_cache_tokens
         self._models: dict[str, _TrainingModel] = {}
-        self._samplers: dict[str, _Sampler] = {}
-        self._snapshots: dict[str, list[str]] = {}
-        self._engines: OrderedDict[tuple, Any] = OrderedDict()
-        self._engine_users: dict[tuple, int] = {}
-        self._engine_specs: dict[tuple, ModelSpec] = {}
-        self._building: dict[tuple, threading.Event] = {}
-        self.stats = {"engines_built": 0, "engines_reused": 0}
-        """How sampler engines were made: built (a model loaded) or reused (new weights copied in)."""
         self._tokenizers: dict[str, Any] = {}
         self._configs: dict[str, Any] = {}
-        self._lock = threading.Lock()  # the registries above
-        self._engine_lock = threading.Lock()  # the engine registry (engines are made outside it)
+        self._lock = threading.Lock()  # the registries above, the samplers' and the id counter
         self._counter = 0
+        # samplers.py builds on this module's errors and ModelSpec, so it is imported once this one is loaded
+        from skyrl_train.tinker.samplers import SamplerPool
+
+        self._pool = SamplerPool(self)
+        self.stats = self._pool.stats
+        """How sampler engines were made: built (a model loaded) or reused (new weights copied in)."""
 
     # ------------------------------------------------------------------ base models
 
@@ -431,23 +367,7 @@ class TinkerBackend:
     def unload(self, model_id: str) -> None:
         """Forget a training model or a sampler by its id; UnknownModel when there is neither. Saved weights
         and the samplers made from a model stay; a sampler's snapshot of a model's weights goes with it."""
-        with self._lock:
-            sampler = self._samplers.pop(model_id, None)
-            shared = sampler is not None and any(s.key == sampler.key for s in self._samplers.values())
-        if sampler is not None:
-            with self._engine_lock:
-                if (
-                    not shared
-                    and self._engine_users.get(sampler.key, 0) == 0
-                    and sampler.key in self._engines
-                ):
-                    self._drop_engine(sampler.key).close()
-            if sampler.snapshot_of is not None and sampler.path is not None:
-                with self._lock:
-                    kept = self._snapshots.get(sampler.snapshot_of, [])
-                    if sampler.sampler_id in kept:
-                        kept.remove(sampler.sampler_id)
-                shutil.rmtree(sampler.path, ignore_errors=True)  # nothing else can reach these files
+        if self._pool.unload(model_id):
             return
         model = self._model(model_id)
         with model.lock, self._lock:
@@ -762,186 +682,17 @@ class TinkerBackend:
         sampler_id = self._next_id("sampler")
         if base_model is not None:
             self._source(base_model)
-            sampler = _Sampler(sampler_id, ModelSpec(base_model), None)
+            self._pool.add(sampler_id, ModelSpec(base_model), None)
         elif path is not None:
             folder = self._resolve(path)
-            sampler = _Sampler(sampler_id, ModelSpec.from_json(self._read_manifest(folder)["spec"]), folder)
+            self._pool.add(sampler_id, ModelSpec.from_json(self._read_manifest(folder)["spec"]), folder)
         else:
             model = self._model(model_id)
             relative = f"{model_id}/snapshots/{sampler_id}"
             with model.lock:
                 self._write_checkpoint(model, self.store_dir / relative, with_optimizer=False)
-            sampler = _Sampler(sampler_id, model.spec, self.store_dir / relative, snapshot_of=model_id)
-            self._keep_snapshot(model_id, sampler_id)
-        with self._lock:
-            self._samplers[sampler_id] = sampler
+            self._pool.add(sampler_id, model.spec, self.store_dir / relative, snapshot_of=model_id)
         return sampler_id
-
-    def _keep_snapshot(self, model_id: str, sampler_id: str) -> None:
-        with self._lock:
-            kept = self._snapshots.setdefault(model_id, [])
-            kept.append(sampler_id)
-            expired = kept[: -self.snapshots_per_model]
-            del kept[: -self.snapshots_per_model]
-            for old in expired:
-                sampler = self._samplers.pop(old, None)
-                if sampler is not None and sampler.path is not None:
-                    shutil.rmtree(sampler.path, ignore_errors=True)
-
-    def _sampler(self, sampler_id: str) -> _Sampler:
-        with self._lock:
-            sampler = self._samplers.get(sampler_id)
-        if sampler is None:
-            raise UnknownModel(
-                f"unknown sampler '{sampler_id}' (never created, or one of a model's older snapshots, which "
-                f"are kept {self.snapshots_per_model} at a time: save weights under a name to keep them)"
-            )
-        return sampler
-
-    def _acquire_engine(self, sampler: _Sampler) -> Any:
-        """The live engine of the sampler's weights, made when missing; the caller must release it.
-
-        At the cap of live engines, an idle engine of the same base model and adapters gets the new weights
-        copied into its model (the usual case in an RL loop: one sampler per step, the old one done with);
-        otherwise the least recently used idle engine is closed and a new one built. Making an engine takes
-        seconds and happens outside the lock, so samplers whose engines are live go on meanwhile; a second
-        request for the same weights waits for the first one's engine.
-        """
-        key = sampler.key
-        while True:
-            with self._engine_lock:
-                engine = self._engines.get(key)
-                if engine is not None:
-                    self._engines.move_to_end(key)
-                    self._engine_users[key] = self._engine_users.get(key, 0) + 1
-                    return engine
-                pending = self._building.get(key)
-                if pending is None:
-                    self._building[key] = threading.Event()
-                    donor = None
-                    if len(self._engines) + len(self._building) > self.max_live_samplers:
-                        donor = self._take_idle_engine(sampler.spec)
-                    if donor is None:
-                        self._evict_idle(max(0, self.max_live_samplers - len(self._building)))
-                    break
-            pending.wait()  # another request is making this engine: look again once it is done
-        try:
-            engine = self._refill(donor, sampler) if donor is not None else None
-            if engine is None:
-                engine = self._build_engine(sampler)
-        except BaseException:
-            with self._engine_lock:
-                self._building.pop(key).set()
-            raise
-        with self._engine_lock:
-            self._engines[key] = engine
-            self._engine_specs[key] = sampler.spec
-            self._engine_users[key] = self._engine_users.get(key, 0) + 1
-            self._building.pop(key).set()
-        return engine
-
-    def _release_engine(self, sampler: _Sampler) -> None:
-        with self._engine_lock:
-            self._engine_users[sampler.key] -= 1
-            self._evict_idle(self.max_live_samplers)
-
-    def _drop_engine(self, key: tuple) -> Any:
-        self._engine_users.pop(key, None)
-        self._engine_specs.pop(key, None)
-        return self._engines.pop(key)
-
-    def _evict_idle(self, keep: int) -> None:
-        """Close least recently used engines nobody is using until at most ``keep`` remain."""
-        for key in list(self._engines):
-            if len(self._engines) <= keep:
-                break
-            if self._engine_users.get(key, 0) == 0:
-                self._drop_engine(key).close()
-
-    def _take_idle_engine(self, spec: ModelSpec) -> Any:
-        """The least recently used idle engine of ``spec``, taken out of the registry; None if none."""
-        for key in list(self._engines):
-            if not self._engine_users.get(key, 0) and self._engine_specs.get(key) == spec:
-                return self._drop_engine(key)
-        return None
-
-    def _refill(self, engine: Any, sampler: _Sampler) -> Any:
-        """``engine`` holding the sampler's weights, copied into its model; None (the engine closed) when
-        the base model's weights cannot be read from local safetensors files under the model's names."""
-        base = _FileWeights.open(self._source(sampler.spec.base_model), _tied_aliases(engine.model))
-        try:
-            if base is None:
-                raise KeyError(sampler.spec.base_model)
-            tensors = self._sampler_tensors(sampler, engine.model, base)
-        except KeyError:
-            engine.close()
-            return None
-        engine.load_weights(tensors.items())
-        with self._lock:
-            self.stats["engines_reused"] += 1
-        return engine
-
-    def _sampler_tensors(self, sampler: _Sampler, model: Any, base: Mapping[str, torch.Tensor]) -> dict:
-        """The tensors (by the plain model's state-dict names) that give ``model`` the sampler's weights.
-
-        ``base`` looks up the base model's original weights. LoRA adapters are merged as peft merges them,
-        ``W0 + (B @ A) * alpha / rank``, into the weights they adapt (the others are the base's already, in a
-        model of the same spec); a full fine-tune's weights are copied as saved; a base sampler's are the
-        base weights.
-        """
-        from safetensors.torch import load_file
-
-        spec = sampler.spec
-        if sampler.path is None:
-            return {name: base[name] for name in model.state_dict()}
-        saved = load_file(str(sampler.path / _WEIGHTS))
-        if not spec.lora_rank:
-            return saved
-        prefix, suffix_a, suffix_b = "base_model.model.", ".lora_A.default.weight", ".lora_B.default.weight"
-        scaling = spec.lora_alpha / spec.lora_rank
-        merged = {}
-        for name, a in saved.items():
-            if not name.endswith(suffix_a):
-                continue
-            module = name[len(prefix) : -len(suffix_a)]
-            b = saved[prefix + module + suffix_b]
-            weight = f"{module}.weight"
-            merged[weight] = base[weight].to(self.device) + (b.to(self.device) @ a.to(self.device)) * scaling
-        return merged
-
-    def _build_engine(self, sampler: _Sampler) -> Any:
-        import torch
-
-        from skyrl_train.inference.hf import HFEngine
-        from skyrl_train.tinker.lora import untie_output_embeddings
-
-        spec = sampler.spec
-        model = self._load_base(spec.base_model)
-        model.requires_grad_(False)
-        if spec.lora_rank and spec.train_unembed:
-            untie_output_embeddings(model)  # the same structure as the training model
-        if sampler.path is not None:
-            # every merged tensor is computed from the model's own base weights before any is overwritten
-            tensors = self._sampler_tensors(sampler, model, model.state_dict())
-            with torch.no_grad():
-                params = model.state_dict(keep_vars=True)
-                for name, tensor in tensors.items():
-                    if name not in params:
-                        raise BadRequest(
-                            f"checkpoint '{sampler.path.name}' holds '{name}', which the model lacks"
-                        )
-                    params[name].copy_(tensor)
-        model.eval()
-        with self._lock:
-            self.stats["engines_built"] += 1
-            self._counter += 1
-            engine_seed = self.seed * 1_000_003 + self._counter
-        return HFEngine(
-            model,
-            self._tokenizer(spec.base_model),
-            prefix_cache_tokens=self.prefix_cache_tokens,
-            seed=engine_seed,
-        )
 
     def _check_tokens(self, base_model: str, tokens: Sequence[int], what: str) -> list[int]:
         ids = [int(t) for t in tokens]
@@ -979,7 +730,7 @@ class TinkerBackend:
 
         from skyrl_train.config import SamplingParams
 
-        sampler = self._sampler(sampler_id)
+        sampler = self._pool.get(sampler_id)
         ids = self._check_tokens(sampler.spec.base_model, prompt, "the prompt")
         if not isinstance(num_samples, int) or num_samples < 1:
             raise BadRequest(f"num_samples must be a positive integer, got {num_samples!r}")
@@ -1004,51 +755,30 @@ class TinkerBackend:
         except ValidationError as error:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
             raise BadRequest(f"bad sampling parameters: {problems}") from None
-        engine = self._acquire_engine(sampler)
-        try:
-            results = engine.generate_sync([ids] * num_samples, params)
-            prompt_lps = self._logprobs(engine, ids) if prompt_logprobs else None
-        finally:
-            self._release_engine(sampler)
-        sequences = []
-        for result in results:
-            if result.stop_reason == "abort":
-                raise RuntimeError("the sampling engine stopped before the request finished; retry it")
-            sequences.append(
-                {
-                    "tokens": list(result.token_ids),
-                    "logprobs": list(result.logprobs or []),
-                    "stop_reason": result.stop_reason,
-                }
-            )
-        return {"sequences": sequences, "prompt_logprobs": prompt_lps}
-
-    @staticmethod
-    def _logprobs(engine: Any, ids: list[int]) -> list[float | None]:
-        import torch
-
-        logits = engine.logits(ids)
-        scores = torch.log_softmax(logits[:-1], dim=-1).gather(1, torch.tensor(ids[1:])[:, None]).squeeze(1)
-        return [None, *(float(x) for x in scores)]
+        return self._pool.generate(sampler, ids, num_samples, params, prompt_logprobs=prompt_logprobs)
 
     def compute_logprobs(self, sampler_id: str, tokens: Sequence[int]) -> list[float | None]:
         """Each token's log-probability given the ones before it under the sampler's weights (None for the
         first)."""
-        sampler = self._sampler(sampler_id)
+        sampler = self._pool.get(sampler_id)
         ids = self._check_tokens(sampler.spec.base_model, tokens, "the sequence")
-        engine = self._acquire_engine(sampler)
-        try:
-            return self._logprobs(engine, ids)
-        finally:
-            self._release_engine(sampler)
+        return self._pool.logprobs(sampler, ids)
+
+    def _sampler(self, sampler_id: str) -> _Sampler:
+        return self._pool.get(sampler_id)
+
+    @property
+    def _engines(self) -> OrderedDict[tuple, Any]:
+        """The samplers' live engines (see :class:`~skyrl_train.tinker.samplers.SamplerPool`)."""
+        return self._pool.engines
+
+    @property
+    def _building(self) -> dict[tuple, threading.Event]:
+        """The samplers' engines being made now."""
+        return self._pool.building
 
     def close(self) -> None:
         """Stop every engine and forget every model (saved weights stay on disk)."""
-        with self._engine_lock:
-            for engine in self._engines.values():
-                engine.close()
-            self._engines.clear()
-            self._engine_users.clear()
-            self._engine_specs.clear()
+        self._pool.close()
         with self._lock:
             self._models.clear()
