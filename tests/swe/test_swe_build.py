@@ -164,6 +164,19 @@ def test_statement_leaves_out_a_message_that_quotes_the_patch():
         problem_statement("p", "1.0", [], {}, patch)
 
 
+def test_statement_is_the_same_on_every_run():
+    def statement(address, inode, now, tmp):
+        message = (
+            f"assert 0 != 0 where <Table at {address}> os.stat_result(st_ino={inode}, st_size=0) "
+            f"datetime.datetime({now}, 48, 113051) {tmp}/db.json"
+        )
+        return problem_statement("p", "1.0", ["t.py::a"], {"t.py::a": message}, "")
+
+    first = statement("0x7f6cba4a2c10", 2345730, "2026, 12, 2, 4, 2", "/tmp/pytest-of-root/pytest-12/test_a0")
+    second = statement("0x7f00aa47d250", 4263375, "2027, 1, 3, 5, 6", "/tmp/pytest-of-ci/pytest-3/test_a0")
+    assert first == second and "assert 0 != 0" in first
+
+
 def test_split_keeps_every_function_on_one_side():
     rows = [
         {"repo": r, "function": f"m.py::f{i % 7}", "instance_id": f"{r}{i}"} for r in "ab" for i in range(40)

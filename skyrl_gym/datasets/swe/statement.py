@@ -42,11 +42,14 @@ def changed_lines(patch: str, min_chars: int = 6) -> list[str]:
     return lines
 
 
-# what differs from run to run: object addresses, pytest's and tempfile's temporary folders
+# what differs from run to run: object addresses, temporary folders, file metadata, the current time
 _VOLATILE = (
     (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x..."),
     (re.compile(r"/tmp/pytest-of-[^/\s]+/pytest-\d+/"), "<tmp>/"),
     (re.compile(r"/tmp/(?:tmp|skyrl-)[\w.-]+"), "<tmp>"),
+    # a file's inode and times, and the clock read to the microsecond
+    (re.compile(r"os\.stat_result\([^)]*\)"), "os.stat_result(...)"),
+    (re.compile(r"datetime\.datetime\((?:\d+, ){6}\d+\)"), "datetime.datetime(...)"),
 )
 
 
