@@ -181,11 +181,16 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2, help="trajectories per task")
     parser.add_argument("--slots", type=int, default=4, help="generation slots (async_batch's whole budget)")
     parser.add_argument("--turn-s", type=float, default=0.5, help="scripted: seconds per model turn")
-    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="per model turn (default 512; swe: 16384, a whole fix)"
+    )
     parser.add_argument("--temperature", type=float, default=1.0)
     args = parser.parse_args()
 
     args.env_config = {"timings": False}
+    if args.max_tokens is None:
+        # the scripted swe reply is the whole fix as one base64 command: a large patch is thousands of tokens
+        args.max_tokens = 16384 if args.env == "swe" else 512
     if args.env == "swe":
         args.env_config.update(backend=args.swe_backend, instances_path=args.instances)
         rows = swe_rows(args.split, args.rows, args.env_config)

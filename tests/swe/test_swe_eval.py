@@ -81,8 +81,11 @@ class _Handler(BaseHTTPRequestHandler):
         tokenizer = self.server.tokenizer
         text = self.server.reply(tokenizer.decode(body["prompt"], skip_special_tokens=False))
         ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+        finish = "length" if len(ids) > body["max_tokens"] else "stop"  # cut as a real server cuts
+        ids = ids[: body["max_tokens"]]
+        text = tokenizer.decode(ids, skip_special_tokens=True)
         choice = {"text": text, "token_ids": ids, "logprobs": {"token_logprobs": [-0.1] * len(ids)}}
-        data = json.dumps({"choices": [{**choice, "finish_reason": "stop"}]}).encode()
+        data = json.dumps({"choices": [{**choice, "finish_reason": finish}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -110,6 +113,7 @@ def test_a_server_playing_the_known_fix_resolves_every_instance(tokenizer, capsy
         url = f"http://127.0.0.1:{server.server_address[1]}"
         # both instances at once: their set-ups and verifications run side by side on this machine
         argv = ["--base-url", url, "--model", EMBEDDED, "--agent", agent, "--limit", "2"]
+        argv += ["--max-tokens", "16384"]  # the fix is one base64 command
         result = run(argv, capsys)
     finally:
         server.shutdown()
