@@ -42,3 +42,18 @@ def test_check_env_finds_the_same_total_deferred(docker_engine):
     task = TerminalEnv(FAST).sample_task(0)
     report = check_env(lambda: TerminalEnv({**FAST, "max_turns": 3}), tasks=[task], gymnasium_check=False)
     assert report.ok and "deferred-verification" in report.passed, report.summary()
+
+
+def test_an_episode_its_runner_stopped_is_verified_as_it_stands(docker_engine):
+    """The runner's own budget ended the episode before <submit/>: evaluate() still runs the tests on the
+    container's state (the work was done, so it earns 1), once."""
+    env = TerminalEnv(FAST, extras("permissions-0"))
+    env.defer_verification()
+    assert env.evaluate() is None  # no episode yet
+    env.init(None)
+    work, _submit = env.reference_action()
+    assert not env.step(work)["done"]
+    verdict = env.evaluate()
+    assert verdict is not None and verdict["reward"] == 1.0, verdict
+    assert env.evaluate() is None
+    env.close()

@@ -420,10 +420,13 @@ class TerminalEnv(BaseTextEnv):
     def evaluate(self) -> dict[str, Any] | None:
         """The deferred verification (:meth:`verify`) of the episode that just ended: ``{"reward", ...}``.
 
-        ``None`` when verification was not deferred (the last step already verified) or the episode has not
-        ended. A container that fails raises: an infrastructure failure, not a score of 0.
+        An episode its caller stopped before it ended on its own (a runner's turn or context budget) is
+        verified as it stands, as the task's harness grades an agent that ran out of time. ``None`` when
+        verification was not deferred (the last step already verified), when the episode has not started, or
+        once it was verified. A container that fails raises: an infrastructure failure, not a score of 0.
         """
-        if not self._verification_pending:
+        stopped_early = self._defer_verification and self._started_at > 0 and self.verification is None
+        if not (self._verification_pending or stopped_early):
             return None
         verification = self.verify()
         self._verification_pending = False
