@@ -70,7 +70,8 @@ def test_oracle_earns_one_and_doing_nothing_earns_zero(docker_engine, instance):
     env.close()
     env = SWEEnv(FAST, extras(instance))
     final = play(env, ["<submit/>"])[-1]
-    assert final["reward"] == 0.0 and final["metadata"]["verification"]["outcome"] == "unresolved"
+    assert final["reward"] == 0.0  # a bug may make a test loop forever: test_timeout
+    assert final["metadata"]["verification"]["outcome"] in ("unresolved", "test_timeout")
     env.close()
 
 

@@ -79,8 +79,11 @@ def test_oracle_earns_one_and_doing_nothing_earns_zero(bwrap, instance):
     env = SWEEnv(FAST, extras(instance))
     final = play(env, ["<submit/>"])[-1]
     assert final["done"] and final["reward"] == 0.0, final["metadata"]["verification"]
-    assert final["metadata"]["verification"]["outcome"] == "unresolved"
-    assert final["metadata"]["verification"]["tests"]["fail_to_pass_failed"] >= 1
+    verification = final["metadata"]["verification"]
+    # a bug may make a test loop forever: the suite then runs out of time, which earns nothing either
+    assert verification["outcome"] in ("unresolved", "test_timeout"), verification
+    if verification["outcome"] == "unresolved":
+        assert verification["tests"]["fail_to_pass_failed"] + verification["tests"]["missing"] >= 1
     env.close()
 
 
