@@ -231,6 +231,22 @@ def test_deferred_verification_and_infra_error_raises(bwrap):
     env.close()
 
 
+def test_an_episode_its_runner_stopped_is_verified_as_it_stands(bwrap):
+    """The runner's own budget ended the episode before <submit/>: evaluate() grades the diff made so far
+    (the fix is in, so it is resolved), once; before init() there is nothing to verify."""
+    instance = CHECKED[0]
+    env = SWEEnv(FAST, extras(instance))
+    env.defer_verification()
+    assert env.evaluate() is None
+    work, _submit = env.reference_action()
+    outputs = play(env, [work])
+    assert not outputs[-1]["done"]
+    verdict = env.evaluate()
+    assert verdict is not None and verdict["outcome"] == "resolved" and verdict["reward"] == 1.0, verdict
+    assert env.evaluate() is None
+    env.close()
+
+
 def test_agent_layer_tools_work_on_the_workspace(bwrap):
     from skyrl_train.agent.tools import TOOLS
 

@@ -416,9 +416,12 @@ class SWEEnv(BaseTextEnv):
 
     def evaluate(self) -> dict[str, Any] | None:
         """The deferred verification (:meth:`verify`) of the episode that just ended: ``{"reward", "outcome",
-        ...}``; ``None`` when verification was not deferred or the episode has not ended. An
+        ...}``. An episode its caller stopped before it ended on its own (a runner's turn or context budget)
+        is verified as it stands: its diff is graded, as SWE harnesses grade an agent that ran out of steps.
+        ``None`` when verification was not deferred, before the episode started, or once verified. An
         ``infra_error`` raises (:class:`~skyrl_gym.envs.swe.backends.InfraError`): never a score of 0."""
-        if not self._verification_pending:
+        stopped_early = self._defer_verification and self._started_at > 0 and self.verification is None
+        if not (self._verification_pending or stopped_early):
             return None
         verification = self.verify()
         self._verification_pending = False
