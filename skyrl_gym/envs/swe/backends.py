@@ -384,9 +384,11 @@ _image_locks: dict[str, threading.Lock] = {}
 _image_locks_guard = threading.Lock()
 
 
-def _recipe(project: Any, clean_commit: str) -> str:
+def _recipe(project: Any, clean_commit: str, base_id: str) -> str:
+    """What an image is built from: the Dockerfile, the repository version, its clean commit and the base
+    image's id (a rebuilt ``local/python`` rebuilds every repository image on it)."""
     text = DOCKERFILE.read_text() if DOCKERFILE.is_file() else ""
-    return hashlib.sha256(f"{text}\0{project.key}\0{clean_commit}\0{BASE_IMAGE}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{text}\0{project.key}\0{clean_commit}\0{base_id}".encode()).hexdigest()[:16]
 
 
 def ensure_image(instance: SWEInstance, template: str | None = None, engine: Any = None) -> str:
@@ -404,7 +406,11 @@ def ensure_image(instance: SWEInstance, template: str | None = None, engine: Any
     api = (engine or docker_engine()).api
     if not DOCKERFILE.is_file():
         raise InfraError(f"{DOCKERFILE} is missing: the swe images are built from it")
-    recipe = _recipe(project, instance.environment_setup_commit)
+    try:
+        base_id = api.inspect_image(BASE_IMAGE)["Id"]
+    except docker.errors.ImageNotFound:
+        raise ImageNotFound(BASE_IMAGE) from None
+    recipe = _recipe(project, instance.environment_setup_commit, base_id)
 
     def current() -> bool:
         try:
@@ -420,10 +426,6 @@ def ensure_image(instance: SWEInstance, template: str | None = None, engine: Any
     with lock:
         if current():
             return name
-        try:
-            api.inspect_image(BASE_IMAGE)
-        except docker.errors.ImageNotFound:
-            raise ImageNotFound(BASE_IMAGE) from None
         with tempfile.TemporaryDirectory(prefix="skyrl-swe-image-") as context:
             shutil.copy(DOCKERFILE, Path(context) / "Dockerfile")
             sha = repos.clean_repo(project, Path(context) / "testbed")
