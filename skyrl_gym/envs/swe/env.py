@@ -27,24 +27,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
-import re
 import tarfile
-import threading
 import time
 from typing import Any
 
-from skyrl_gym.budget import END_ERROR, END_TERMINATED, END_TRUNCATED
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import (
-    BaseTextEnv,
-    BaseTextEnvStepOutput,
-    ConversationType,
-    env_config_values,
-    positive_int,
-    task_ground_truth,
-)
+from skyrl_gym.envs.base_text_env import ConversationType, env_config_values, task_ground_truth
+from skyrl_gym.envs.shell_task import CommandRun, ShellTaskEnv
 from skyrl_gym.envs.swe.instance import SWEInstance, instance_from_extras, load_split
-from skyrl_gym.tools.parsing import ToolCall, ToolCallParseError, parse_tag_calls, parse_tool_calls
 
 __all__ = ["SWEEnv", "SWEEnvConfig", "SYSTEM_PROMPT", "instance_prompt"]
 
@@ -55,7 +45,6 @@ SYSTEM_PROMPT = (
     "the code so that it behaves correctly; the repository's tests that check it are hidden and run after "
     "you finish. There is no network. When the fix is done, write <submit/>."
 )
-_SUBMIT = re.compile(r"<submit\s*/?>", re.IGNORECASE)
 
 
 def instance_prompt(instance: SWEInstance, workdir: str = "/testbed") -> ConversationType:
@@ -141,20 +130,21 @@ class SWEEnvConfig:
         return cls(**env_config_values(env_config, cls, "swe"))
 
 
-class SWEEnv(BaseTextEnv):
+class SWEEnv(ShellTaskEnv):
     """A SWE task (SkyRL constructor: ``SWEEnv(env_config, extras)``).
 
     ``extras`` names the instance: ``reward_spec["ground_truth"]`` = ``{"instance_id": ...}`` (an instance of
     the instance file), or a whole SWE-bench / SWE-Gym / SWE-smith row in ``extras["instance"]`` (SkyRL's SWE
     rows), ``extras["extra_info"]["instance"]`` or the ground truth. ``step`` metadata holds the ``turn``, the
     ``commands`` run (exit code, timed_out), ``submitted``, and on the last step the ``verification``
-    (``outcome``, ``reward``, test counts).
+    (``outcome``, ``reward``, test counts). The episode protocol (parsing, budgets, observations, deferred
+    verification) is :class:`~skyrl_gym.envs.shell_task.ShellTaskEnv`'s; a ``finish`` tool call submits too.
     """
 
-    protocol_tags = ("bash", "submit")
-    supports_deferred_verification = True
-    stop_strings = ("</bash>", "</tool_call>", "<submit/>")
-    """Where a turn's generation should stop: after a command, a tool call, or the submission."""
+    submit_tools = ("submit", "finish")
+    work_noun = "fix"
+    timeout_verb = "stopped"
+    newline_after_cut = False
     hostile_actions = (
         "<bash>:(){ :|:& };:</bash>",
         "<bash>python3 -c 'x = bytearray(8 * 1024 ** 3)'</bash>",
@@ -178,18 +168,8 @@ class SWEEnv(BaseTextEnv):
                 path=self.config.instances_path,
                 test_command=self.config.test_command,
             )
-        max_turns = self.extras.get("max_turns")
-        self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
+        self.max_turns = self._episode_max_turns()
         self.backend: Any = None
-        self.verification: dict[str, Any] | None = None
-        self.submitted = False
-        self.commands = 0
-        self.command_timeouts = 0
-        self._started_at = 0.0
-        self._lock = threading.Lock()
-        # Kept when reset() runs the constructor again: deferral is asked for once, before the first episode.
-        self._defer_verification: bool = getattr(self, "_defer_verification", False)
-        self._verification_pending = False
 
     # -- tasks ----------------------------------------------------------------------------------------------
     def sample_task(self, seed: int | None = None) -> Task:
@@ -238,10 +218,6 @@ class SWEEnv(BaseTextEnv):
         """The episode's repository: commands in its shell or sandbox, files through it."""
         self._start()
         return self.backend.workspace()
-
-    def finish_action(self, answer: str) -> str:
-        """``<submit/>``: the hidden tests decide, whatever the answer says."""
-        return "<submit/>"
 
     # -- set-up ---------------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -292,127 +268,40 @@ class SWEEnv(BaseTextEnv):
         return prompt, info
 
     # -- the episode ----------------------------------------------------------------------------------------
-    def _parse(self, action: str) -> tuple[list[str], list[str], bool]:
-        """The commands of a reply (tag blocks and tool calls, in text order), notes on malformed ones, and
-        whether it submits."""
-        found: list[tuple[int, str]] = []
-        notes: list[str] = []
-        for item in parse_tag_calls(action, "bash"):
-            if isinstance(item, ToolCall):
-                found.append((action.find(item.raw), item.arguments["input"]))
-            else:
-                notes.append(item.message)
-        submit = bool(_SUBMIT.search(action))
-        for item in parse_tool_calls(action):
-            if isinstance(item, ToolCallParseError):
-                notes.append(item.message)
-            elif item.name in ("submit", "finish"):
-                submit = True
-            elif item.name == "bash":
-                command = item.arguments.get("command", item.arguments.get("cmd"))
-                if isinstance(command, str):
-                    found.append((action.find(item.raw), command))
-                else:
-                    notes.append('Error: the bash tool takes {"command": "<shell command>"} (a string).')
-            else:
-                notes.append(f"Error: unknown tool {item.name[:100]!r}; the tools are bash and submit.")
-        found.sort(key=lambda pair: pair[0])
-        return [command for _, command in found], notes, submit
+    def _time_budget(self) -> tuple[float, str] | None:
+        """``config.max_episode_s``."""
+        return self.config.max_episode_s, "max_episode_s"
 
-    def step(self, action: str) -> BaseTextEnvStepOutput:
-        self._start()
-        self.turns += 1
-        text = action if isinstance(action, str) else ""
-        commands, notes, submit = self._parse(text)
-        metadata: dict[str, Any] = {"turn": self.turns, "commands": [], "submitted": False}
-        sections: list[str] = []
-        limit = self.config.max_commands_per_turn
-        for number, command in enumerate(commands):
-            if number == limit:
-                sections.append(
-                    f"[{len(commands) - limit} more command(s) not run: at most {limit} per reply.]"
-                )
-                break
-            sections.append(self._run_command(command, metadata))
-        sections += notes
-        if submit:
-            self.submitted = True
-            metadata["submitted"] = True
-            return self._finish(metadata, END_TERMINATED, sections)
-        if time.monotonic() - self._started_at > self.config.max_episode_s:
-            metadata["truncated_by"] = "max_episode_s"
-            return self._finish(metadata, END_TRUNCATED, sections)
-        if self.turns >= self.max_turns:
-            metadata["truncated_by"] = "max_turns"
-            return self._finish(metadata, END_TRUNCATED, sections)
-        if not commands and not notes:
-            sections.append(
-                "No command found. Write a shell command as <bash>...</bash> (or a bash tool call), "
-                "or <submit/> when the fix is done."
-            )
-        sections.append(f"[{self.max_turns - self.turns} turn(s) left]")
-        return BaseTextEnvStepOutput(
-            observations=[{"role": "user", "content": "\n".join(sections)}],
-            reward=0.0,
-            done=False,
-            metadata=metadata,
-        )
-
-    def _run_command(self, command: str, metadata: dict[str, Any]) -> str:
-        if not command.strip():
-            return "(empty command: nothing to run)"
+    def _execute(self, command: str) -> CommandRun:
+        """The command in the backend's workspace (its shell, or a fresh sandbox with bwrap)."""
         begin = time.monotonic()
         try:
             result = self.backend.workspace().run(command, timeout_s=self.config.command_timeout_s)
         except (OSError, ValueError, tarfile.TarError) as exc:
             # the sandbox ran the command but its folder could not come back (an absolute link, say): the
             # command's changes are dropped and the model is told so
-            self.commands += 1
-            metadata["commands"].append({"exit_code": None, "timed_out": False, "dropped": True})
-            return f"<output>\n</output>\n[the command's changes were dropped: {str(exc)[:300]}]"
+            return CommandRun(
+                record={"exit_code": None, "timed_out": False, "dropped": True},
+                message=f"<output>\n</output>\n[the command's changes were dropped: {str(exc)[:300]}]",
+            )
         took = time.monotonic() - begin
-        self.commands += 1
-        self.command_timeouts += int(result.timed_out)
         record: dict[str, Any] = {"exit_code": result.exit_code, "timed_out": result.timed_out}
         if self.config.timings:
             record["duration_s"] = round(took, 4)
-        metadata["commands"].append(record)
-        output = result.output
-        if len(output) > self.config.max_output_chars:
-            limit = self.config.max_output_chars
-            head, tail = output[: limit * 3 // 4], output[-(limit // 4) :]
-            output = f"{head}\n[... {len(output) - len(head) - len(tail)} characters not shown ...]\n{tail}"
-        if output and not output.endswith("\n"):
-            output += "\n"
-        if result.timed_out:
-            status = f"timed out after {self.config.command_timeout_s:g} s and was stopped"
-        elif result.exit_code is None:
-            status = "no exit code"
-        else:
-            status = f"exit code {result.exit_code}"
-        timing = f", {took:.2f} s" if self.config.timings else ""
-        return f"<output>\n{output}</output>\n[{status}{timing}]"
-
-    def _finish(self, metadata: dict[str, Any], end: str, sections: list[str]) -> BaseTextEnvStepOutput:
-        metadata["end"] = end
-        reward = 0.0
-        if self._defer_verification:
-            self._verification_pending = True
-            metadata["verification"] = "deferred"
-        else:
-            verification = self.verify()
-            metadata["verification"] = verification
-            reward = float(verification["reward"])
-            if verification["outcome"] == "infra_error":
-                metadata["end"] = END_ERROR
-                metadata["error"] = verification.get("note", "the verification's machinery failed")
-        observations = [{"role": "user", "content": "\n".join(sections)}] if sections else []
-        return BaseTextEnvStepOutput(observations=observations, reward=reward, done=True, metadata=metadata)
+        return CommandRun(
+            record=record,
+            output=result.output,
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            duration_s=took,
+        )
 
     # -- verification -----------------------------------------------------------------------------------------
-    def defer_verification(self) -> None:
-        """Verify in :meth:`evaluate` instead of in the last step (ask before ``init``)."""
-        self._defer_verification = True
+    def _infra_failure(self, verification: dict[str, Any]) -> str | None:
+        """The note of an ``infra_error`` outcome: the last step ends in error."""
+        if verification["outcome"] != "infra_error":
+            return None
+        return verification.get("note", "the verification's machinery failed")
 
     def evaluate(self) -> dict[str, Any] | None:
         """The deferred verification (:meth:`verify`) of the episode that just ended: ``{"reward", "outcome",
@@ -420,16 +309,13 @@ class SWEEnv(BaseTextEnv):
         is verified as it stands: its diff is graded, as SWE harnesses grade an agent that ran out of steps.
         ``None`` when verification was not deferred, before the episode started, or once verified. An
         ``infra_error`` raises (:class:`~skyrl_gym.envs.swe.backends.InfraError`): never a score of 0."""
-        stopped_early = self._defer_verification and self._started_at > 0 and self.verification is None
-        if not (self._verification_pending or stopped_early):
-            return None
-        verification = self.verify()
-        self._verification_pending = False
-        if verification["outcome"] == "infra_error":
+        verification = super().evaluate()
+        failure = None if verification is None else self._infra_failure(verification)
+        if failure is not None:
             from skyrl_gym.envs.swe.backends import InfraError
 
-            raise InfraError(verification.get("note", "the verification's machinery failed"))
-        return dict(verification)
+            raise InfraError(failure)
+        return verification
 
     def verify(self) -> dict[str, Any]:
         """Verify the episode's work once (later calls return the same result): the agent's diff applied to a

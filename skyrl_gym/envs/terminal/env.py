@@ -27,24 +27,15 @@ from __future__ import annotations
 import base64
 import dataclasses
 import math
-import re
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.budget import END_TERMINATED, END_TRUNCATED
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import (
-    BaseTextEnv,
-    BaseTextEnvStepOutput,
-    ConversationType,
-    env_config_values,
-    positive_int,
-    task_ground_truth,
-)
+from skyrl_gym.envs.base_text_env import ConversationType, env_config_values, task_ground_truth
+from skyrl_gym.envs.shell_task import CommandRun, ShellTaskEnv
 from skyrl_gym.envs.terminal.task import TerminalTask, default_tasks_dir, load_split, load_task, task_image
-from skyrl_gym.tools.parsing import ToolCall, ToolCallParseError, parse_tag_calls, parse_tool_calls
 
 __all__ = ["TerminalEnv", "TerminalEnvConfig", "instruction_prompt", "SYSTEM_PROMPT"]
 
@@ -55,7 +46,6 @@ SYSTEM_PROMPT = (
     "command's output, exit code and duration. The shell keeps its state (current folder, variables, "
     "background jobs) between commands. There is no network. When the task is done, write <submit/>."
 )
-_SUBMIT = re.compile(r"<submit\s*/?>", re.IGNORECASE)
 
 
 def instruction_prompt(task: TerminalTask) -> ConversationType:
@@ -126,19 +116,17 @@ def _pool_for(size: int, options: dict[str, Any]) -> Any:
         return pool
 
 
-class TerminalEnv(BaseTextEnv):
+class TerminalEnv(ShellTaskEnv):
     """A terminal task (SkyRL constructor: ``TerminalEnv(env_config, extras)``).
 
     ``extras`` names the task: ``task_path`` (a task folder) or ``reward_spec["ground_truth"]`` (a task name
     under ``tasks_dir``). ``step`` metadata holds the ``turn``, the ``commands`` run (exit code, duration,
     timed_out, oom, output_truncated, restarted), ``submitted``, and on the last step the ``verification``.
+    The episode protocol (parsing, budgets, observations, deferred verification) is
+    :class:`~skyrl_gym.envs.shell_task.ShellTaskEnv`'s.
     """
 
-    protocol_tags = ("bash", "submit")
-    supports_deferred_verification = True
     supports_reuse = True
-    stop_strings = ("</bash>", "</tool_call>", "<submit/>")
-    """Where a turn's generation should stop: after a command, a tool call, or the submission."""
     hostile_actions = (
         "<bash>:(){ :|:& };:</bash>",
         "<bash>python3 -c 'x = bytearray(8 * 1024 ** 3)'</bash>",
@@ -159,20 +147,10 @@ class TerminalEnv(BaseTextEnv):
         if extras is not None:
             ground_truth = task_ground_truth(extras, "terminal")
             self.task = self._resolve_task(self.extras.get("task_path"), ground_truth)
-        max_turns = self.extras.get("max_turns")
-        self.max_turns = positive_int(self.config.max_turns if max_turns is None else max_turns, "max_turns")
+        self.max_turns = self._episode_max_turns()
         self.container: Any = None
         self.shell: Any = None
-        self.verification: dict[str, Any] | None = None
-        self.submitted = False
-        self.commands = 0
-        self.command_timeouts = 0
         self.setup_s = 0.0
-        self._started_at = 0.0
-        self._lock = threading.Lock()
-        # Kept when reset() runs the constructor again: deferral is asked for once, before the first episode.
-        self._defer_verification: bool = getattr(self, "_defer_verification", False)
-        self._verification_pending = False
         self._options: dict[str, Any] | None = None
         self._adopted: Any = getattr(self, "_adopted", None)
         """A started container handed over by :meth:`reuse`, restored, for the next ``init``."""
@@ -237,10 +215,6 @@ class TerminalEnv(BaseTextEnv):
 
         return ContainerWorkspace(self.container, self.shell, max_output_chars=self.config.max_output_chars)
 
-    def finish_action(self, answer: str) -> str:
-        """``<submit/>``: the tests decide, whatever the answer says."""
-        return "<submit/>"
-
     # -- set-up ---------------------------------------------------------------------------------------------
     def _container_options(self, task: TerminalTask, image: str) -> dict[str, Any]:
         from skyrl_gym.runtime import Limits
@@ -304,119 +278,40 @@ class TerminalEnv(BaseTextEnv):
         return prompt, info
 
     # -- the episode ----------------------------------------------------------------------------------------
-    def _parse(self, action: str) -> tuple[list[str], list[str], bool]:
-        """The commands of a reply (tag blocks and tool calls, in text order), notes on malformed ones, and
-        whether it submits."""
-        found: list[tuple[int, str]] = []
-        notes: list[str] = []
-        for item in parse_tag_calls(action, "bash"):
-            if isinstance(item, ToolCall):
-                found.append((action.find(item.raw), item.arguments["input"]))
-            else:
-                notes.append(item.message)
-        submit = bool(_SUBMIT.search(action))
-        for item in parse_tool_calls(action):
-            if isinstance(item, ToolCallParseError):
-                notes.append(item.message)
-            elif item.name == "submit":
-                submit = True
-            elif item.name == "bash":
-                command = item.arguments.get("command", item.arguments.get("cmd"))
-                if isinstance(command, str):
-                    found.append((action.find(item.raw), command))
-                else:
-                    notes.append('Error: the bash tool takes {"command": "<shell command>"} (a string).')
-            else:
-                notes.append(f"Error: unknown tool {item.name[:100]!r}; the tools are bash and submit.")
-        found.sort(key=lambda pair: pair[0])
-        return [command for _, command in found], notes, submit
+    def _time_budget(self) -> tuple[float, str] | None:
+        """The task's agent timeout (``[agent] timeout_sec``)."""
+        return None if self.task is None else (self.task.agent_timeout_s, "agent_timeout")
 
-    def step(self, action: str) -> BaseTextEnvStepOutput:
-        self._start()
-        self.turns += 1
-        text = action if isinstance(action, str) else ""
-        commands, notes, submit = self._parse(text)
-        metadata: dict[str, Any] = {"turn": self.turns, "commands": [], "submitted": False}
-        sections: list[str] = []
-        limit = self.config.max_commands_per_turn
-        for number, command in enumerate(commands):
-            if number == limit:
-                sections.append(
-                    f"[{len(commands) - limit} more command(s) not run: at most {limit} per reply.]"
-                )
-                break
-            sections.append(self._run_command(command, metadata))
-        sections += notes
-        elapsed = time.monotonic() - self._started_at
-        if submit:
-            self.submitted = True
-            metadata["submitted"] = True
-            return self._finish(metadata, END_TERMINATED, sections)
-        if self.task is not None and elapsed > self.task.agent_timeout_s:
-            metadata["truncated_by"] = "agent_timeout"
-            return self._finish(metadata, END_TRUNCATED, sections)
-        if self.turns >= self.max_turns:
-            metadata["truncated_by"] = "max_turns"
-            return self._finish(metadata, END_TRUNCATED, sections)
-        if not commands and not notes:
-            sections.append(
-                "No command found. Write a shell command as <bash>...</bash> (or a bash tool call), "
-                "or <submit/> when the task is done."
-            )
-        sections.append(f"[{self.max_turns - self.turns} turn(s) left]")
-        return BaseTextEnvStepOutput(
-            observations=[{"role": "user", "content": "\n".join(sections)}],
-            reward=0.0,
-            done=False,
-            metadata=metadata,
-        )
-
-    def _run_command(self, command: str, metadata: dict[str, Any]) -> str:
-        if not command.strip():
-            return "(empty command: nothing to run)"
+    def _execute(self, command: str) -> CommandRun:
+        """The command in the episode's persistent shell."""
         result = self.shell.run(command, timeout_s=self.config.command_timeout_s)
-        self.commands += 1
-        self.command_timeouts += int(result.timed_out)
         record = result.to_metadata()
         if not self.config.timings:
             record.pop("duration_s")
-        metadata["commands"].append(record)
-        output, cut = _cap(result.output, self.config.max_output_chars)
-        took = f", {result.duration_s:.2f} s" if self.config.timings else ""
-        if result.timed_out:
-            status = f"timed out after {self.config.command_timeout_s:g} s and was interrupted"
-        elif result.exit_code is None:
-            status = "no exit code"
-        else:
-            status = f"exit code {result.exit_code}"
-        if result.oom:
-            status += "; a process ran out of memory and was killed"
-        if result.shell_exited:
-            status += "; the shell exited, the next command starts a new one"
-        if result.restarted:
-            status += "; the shell had to be restarted: folder, variables and jobs were reset"
-        if cut or result.output_truncated:
-            status += "; output shortened"
-        return f"<output>\n{output}</output>\n[{status}{took}]"
+        return CommandRun(
+            record=record,
+            output=result.output,
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            duration_s=result.duration_s,
+            result=result,
+        )
 
-    def _finish(self, metadata: dict[str, Any], end: str, sections: list[str]) -> BaseTextEnvStepOutput:
-        metadata["end"] = end
-        if self._defer_verification:
-            self._verification_pending = True
-            metadata["verification"] = "deferred"
-            reward = 0.0
-        else:
-            verification = self.verify()
-            metadata["verification"] = verification
-            reward = float(verification["reward"])
-        observations = [{"role": "user", "content": "\n".join(sections)}] if sections else []
-        return BaseTextEnvStepOutput(observations=observations, reward=reward, done=True, metadata=metadata)
+    def _status_notes(self, run: CommandRun, cut: bool) -> list[str]:
+        """A process killed for memory, a shell that exited or was restarted, a shortened output."""
+        result = run.result
+        notes = []
+        if result.oom:
+            notes.append("a process ran out of memory and was killed")
+        if result.shell_exited:
+            notes.append("the shell exited, the next command starts a new one")
+        if result.restarted:
+            notes.append("the shell had to be restarted: folder, variables and jobs were reset")
+        if cut or result.output_truncated:
+            notes.append("output shortened")
+        return notes
 
     # -- verification -----------------------------------------------------------------------------------------
-    def defer_verification(self) -> None:
-        """Verify in :meth:`evaluate` instead of in the last step (ask before ``init``)."""
-        self._defer_verification = True
-
     def evaluate(self) -> dict[str, Any] | None:
         """The deferred verification (:meth:`verify`) of the episode that just ended: ``{"reward", ...}``.
 
@@ -425,12 +320,7 @@ class TerminalEnv(BaseTextEnv):
         verification was not deferred (the last step already verified), when the episode has not started, or
         once it was verified. A container that fails raises: an infrastructure failure, not a score of 0.
         """
-        stopped_early = self._defer_verification and self._started_at > 0 and self.verification is None
-        if not (self._verification_pending or stopped_early):
-            return None
-        verification = self.verify()
-        self._verification_pending = False
-        return dict(verification)
+        return super().evaluate()
 
     def verify(self) -> dict[str, Any]:
         """Run the task's tests in the episode's container (once; later calls return the same result).
@@ -551,11 +441,3 @@ def _read_reward(raw: bytes | None) -> tuple[float, str]:
     if not math.isfinite(value):
         return 0.0, f"/logs/verifier/reward.txt holds {text[:50]!r}, not a finite number"
     return value, ""
-
-
-def _cap(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` cut to about ``limit`` characters, keeping its beginning and its end."""
-    if len(text) <= limit:
-        return text if text.endswith("\n") or not text else text + "\n", False
-    head, tail = text[: limit * 3 // 4], text[-(limit // 4) :]
-    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters not shown ...]\n{tail}\n", True
