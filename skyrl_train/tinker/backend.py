@@ -42,7 +42,6 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,11 +49,20 @@ import numpy as np
 
 from skyrl_train.tinker import losses as _losses
 from skyrl_train.tinker.losses import LOSSES
+from skyrl_train.tinker.samplers import SamplerPool, _Sampler
+from skyrl_train.tinker.types import (
+    _WEIGHTS,
+    BadRequest,
+    Datum,
+    ForwardOutput,
+    ModelSpec,
+    UnknownModel,
+    UnsupportedLoss,
+)
 
 if TYPE_CHECKING:
     import torch
 
-    from skyrl_train.tinker.samplers import _Sampler
 
 __all__ = [
     "BadRequest",
@@ -73,72 +81,9 @@ short name and its Hugging Face name."""
 MAX_LORA_RANK = 256
 _FORMAT = 1
 _MANIFEST = "skyrl_tinker.json"
-_WEIGHTS = "weights.safetensors"
 _OPTIMIZER = "optimizer.pt"
 _LOAD_LOCK = threading.RLock()  # model loading and LoRA initialisation (global torch state)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-class UnknownModel(KeyError):
-    """No such base model, training model or sampler."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
-
-
-class BadRequest(ValueError):
-    """The request cannot be served as given (shapes, token ids, settings, checkpoints); the message says
-    what to change."""
-
-
-class UnsupportedLoss(ValueError):
-    """A loss function this backend does not implement."""
-
-
-@dataclass
-class Datum:
-    """One training example: the model input's tokens and the loss's inputs by name, each with one value
-    (or, for cross-entropy candidates, one row) per token."""
-
-    tokens: list[int]
-    inputs: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-@dataclass
-class ForwardOutput:
-    """Per datum its outputs (``logprobs`` of the target tokens and the ``elementwise_loss``), and the
-    batch's metrics (``loss:sum``)."""
-
-    outputs: list[dict[str, np.ndarray]]
-    metrics: dict[str, float]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What a training model is: its base model and its adapters (``lora_rank`` 0: every weight trains)."""
-
-    base_model: str
-    lora_rank: int = 0
-    lora_alpha: float = 32.0
-    train_mlp: bool = True
-    train_attn: bool = True
-    train_unembed: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        """The spec as the checkpoint manifest stores it."""
-        return {
-            "base_model": self.base_model,
-            "lora_rank": self.lora_rank,
-            "lora_alpha": self.lora_alpha,
-            "train_mlp": self.train_mlp,
-            "train_attn": self.train_attn,
-            "train_unembed": self.train_unembed,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelSpec:
-        """The spec a manifest stored."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 class _TrainingModel:
@@ -205,9 +150,6 @@ class TinkerBackend:
         self._configs: dict[str, Any] = {}
         self._lock = threading.Lock()  # the registries above, the samplers' and the id counter
         self._counter = 0
-        # samplers.py builds on this module's errors and ModelSpec, so it is imported once this one is loaded
-        from skyrl_train.tinker.samplers import SamplerPool
-
         self._pool = SamplerPool(self)
         self.stats = self._pool.stats
         """How sampler engines were made: built (a model loaded) or reused (new weights copied in)."""

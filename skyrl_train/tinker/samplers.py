@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skyrl_train.tinker.backend import _WEIGHTS, BadRequest, ModelSpec, UnknownModel
+from skyrl_train.tinker.types import _WEIGHTS, BadRequest, ModelSpec, UnknownModel
 
 if TYPE_CHECKING:
     import torch
