@@ -4,7 +4,9 @@ Both modes start from the same short supervised warm-up, then train by RL for th
 (``--budget-s``, evaluations not counted), and are scored on the same held-out questions (greedy). Sync runs
 the recipe as it is (the engine shares the policy's model); async runs ``trainer.mode=async`` with the hf
 engine in its own process (``generator.engine_process=true``) so generation and training overlap. Printed:
-steps, steps per hour, the trainer's wait for data, held-out accuracy, and the async/sync ratios.
+steps, steps per hour, the trainer's wait for data, held-out accuracy (the main job's held-out set,
+``--heldout``, questions from databases training never sees; n and standard error), and the async/sync
+ratios, with the accuracy difference and its standard error.
 
     python benchmarks/async_vs_sync.py [--budget-s 180] [--batch 2] [--warmup-steps 4] [--staleness 1]
 
@@ -16,6 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -35,15 +40,14 @@ def run(mode: str, args: argparse.Namespace, root: Path) -> dict:
         f"trainer.sft_warmup.steps={args.warmup_steps}",
         "trainer.sft_warmup.eval_after=false",
         "trainer.eval_before_train=false",
-        f"trainer.eval_batch_size={args.eval_questions}",
+        "data.val_data=[]",
+        f"data.eval_sets={{heldout: {{paths: [{args.heldout}], stages: [after_rl]}}}}",
         "trainer.ckpt_interval=0",
         "trainer.logger=[jsonl]",
         f"trainer.seed={args.seed}",
     ]
     if args.train_data:
         overrides.append(f"data.train_data=[{args.train_data}]")
-    if args.val_data:
-        overrides.append(f"data.val_data=[{args.val_data}]")
     if mode == "async":
         overrides += [
             "trainer.mode=async",
@@ -53,7 +57,6 @@ def run(mode: str, args: argparse.Namespace, root: Path) -> dict:
         ]
     config = load_config("sql_cpu", [*overrides, *args.override])
     with Trainer(config) as trainer:
-        trainer.val_rows = trainer.val_rows[: args.eval_questions]
         summary = trainer.fit()
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [line for line in lines if "policy/loss" in line and "time/generate_s" in line]
@@ -71,31 +74,50 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=4)
     parser.add_argument("--staleness", type=int, default=1)
     parser.add_argument("--correction", default="tis", choices=["none", "tis", "decoupled_ppo"])
-    parser.add_argument("--eval-questions", type=int, default=16)
+    parser.add_argument("--heldout", default="data/text2sql/heldout.parquet", help="the held-out set")
     parser.add_argument("--train-data", default=None)
-    parser.add_argument("--val-data", default=None)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--override", action="append", default=[], help="a dotted override for both runs")
+    parser.add_argument("--one-mode", choices=["sync", "async"], help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_mode:  # a child: one mode, so each mode's peak memory is its own
+        result = run(args.one_mode, args, Path(args.result).parent)
+        Path(args.result).write_text(json.dumps(result))
+        return
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("sync", "async"):
-            results[mode] = run(mode, args, Path(tmp))
-    print(f"{'mode':<6} {'RL steps':>8} {'RL s':>7} {'steps/h':>8} {'wait s/step':>12} {'accuracy':>9}")
-    rates = {}
+            out = Path(tmp) / f"{mode}.json"
+            subprocess.run(
+                [sys.executable, __file__, *sys.argv[1:], "--one-mode", mode, "--result", str(out)],
+                check=True,
+            )
+            results[mode] = json.loads(out.read_text())
+    print(
+        f"{'mode':<6} {'RL steps':>8} {'RL s':>7} {'steps/h':>8} {'wait s/step':>12} {'n':>4} "
+        f"{'accuracy':>15} {'trainer RSS GB':>15}"
+    )
+    rates, accs = {}, {}
     for mode, r in results.items():
         steps = r["steps"]
         rl_s = sum(s["time/step_s"] for s in steps)
         rates[mode] = len(steps) / rl_s * 3600 if rl_s else 0.0
         wait = sum(s["time/generate_s"] for s in steps) / max(len(steps), 1)
-        final = [e for e in r["summary"]["evaluations"] if e["stage"] == "after RL"]
-        acc = final[-1]["eval/accuracy"] if final else float("nan")
-        r["accuracy"] = acc
-        print(f"{mode:<6} {len(steps):>8} {rl_s:>7.0f} {rates[mode]:>8.1f} {wait:>12.1f} {acc:>9.1%}")
-    if rates["sync"]:
+        stage = r["summary"]["eval_sets"]["heldout"]["stages"][-1]
+        accs[mode] = stage
+        acc = f"{stage['accuracy']:.1%} ± {stage['se']:.1%}"
+        rss = r["summary"].get("peak_rss_gb", float("nan"))
         print(
-            f"async/sync steps per hour: {rates['async'] / rates['sync']:.2f}x; accuracy "
-            f"{results['async']['accuracy']:.1%} vs {results['sync']['accuracy']:.1%}"
+            f"{mode:<6} {len(steps):>8} {rl_s:>7.0f} {rates[mode]:>8.1f} {wait:>12.1f} {stage['n']:>4} "
+            f"{acc:>15} {rss:>15.2f}"
+        )
+    if rates["sync"]:
+        diff = accs["async"]["accuracy"] - accs["sync"]["accuracy"]
+        se = math.hypot(accs["async"]["se"], accs["sync"]["se"])
+        print(
+            f"async/sync steps per hour: {rates['async'] / rates['sync']:.2f}x; held-out accuracy async - sync: "
+            f"{diff:+.1%} ± {se:.1%} (independent runs)"
         )
 
 

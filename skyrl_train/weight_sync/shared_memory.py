@@ -9,7 +9,7 @@ boundary. Nothing is pickled but the layout.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 from typing import Any
 
 from skyrl_train.weight_sync.base import SyncReport, WeightReceiver, WeightSync, full_tensors
@@ -76,9 +76,11 @@ class SharedMemoryReceiver(WeightReceiver):
     """Maps the trainer's block; each update's tensors are views into it."""
 
     def __init__(self, block_name: str, slots: list[Slot]) -> None:
+        # The engine process is the trainer's multiprocessing child, so both share one resource tracker:
+        # attaching registers the block there again (a no-op, the tracker keeps a set) and the trainer's
+        # unlink unregisters it once. Unregistering here as well would take the trainer's entry away and make
+        # the tracker fail at that unlink (KeyError). If the trainer dies, the tracker deletes the block.
         self._block = shared_memory.SharedMemory(name=block_name)
-        # The trainer owns the block: this process's resource tracker must not delete it when it exits.
-        resource_tracker.unregister(self._block._name, "shared_memory")  # type: ignore[attr-defined]
         self._views = views(_flat(self._block), slots)
 
     def receive(self, message: Any) -> list[tuple[str, Any]]:

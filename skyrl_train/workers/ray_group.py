@@ -43,6 +43,12 @@ class TrainingActor:
         """The actor's process id."""
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The id of the Ray node (machine) the actor runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def setup(
         self,
         master_addr: str,

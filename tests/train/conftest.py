@@ -5,6 +5,8 @@ Tests read them and never change them (a test that needs to change a tokenizer l
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .tiny_models import EMBEDDED, special_ids, tiny_llama
@@ -31,3 +33,18 @@ def tiny_model(tmp_path_factory, tokenizer) -> str:
         model = tiny_llama(vocab_size=len(tokenizer), max_position_embeddings=2048, **special_ids(tokenizer))
     model.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def math_rows(tmp_path_factory):
+    """Eight multi-turn arithmetic rows (the real math_multi_turn environment)."""
+    out = tmp_path_factory.mktemp("math_data") / "train.jsonl"
+    with out.open("w") as handle:
+        for i in range(8):
+            row = {
+                "prompt": [{"role": "user", "content": f"What is {i} + 2? End with '#### N'."}],
+                "env_class": "math_multi_turn",
+                "reward_spec": {"method": "rule", "ground_truth": str(i + 2)},
+            }
+            handle.write(json.dumps(row) + "\n")
+    return out

@@ -17,9 +17,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 ray = pytest.importorskip("ray")
 
-from skyrl_train.config import load_config  # noqa: E402
 from skyrl_train.trainer import Trainer  # noqa: E402
 from skyrl_train.workers import WorkerGroup, WorkerLostError  # noqa: E402
+
+from .ray_common import RAY  # noqa: E402
+from .ray_common import ray_config as _config  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -30,50 +32,6 @@ def cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def math_rows(tmp_path_factory):
-    """Eight multi-turn arithmetic rows (the real math_multi_turn environment)."""
-    out = tmp_path_factory.mktemp("math_data") / "train.jsonl"
-    with out.open("w") as handle:
-        for i in range(8):
-            row = {
-                "prompt": [{"role": "user", "content": f"What is {i} + 2? End with '#### N'."}],
-                "env_class": "math_multi_turn",
-                "reward_spec": {"method": "rule", "ground_truth": str(i + 2)},
-            }
-            handle.write(json.dumps(row) + "\n")
-    return out
-
-
-def _config(tiny_model, rows, run_dir, *overrides):
-    return load_config(
-        "sql_cpu",
-        [
-            f"trainer.policy.model.path={tiny_model}",
-            f"data.train_data=[{rows}]",
-            "data.val_data=[]",
-            f"trainer.run_dir={run_dir}",
-            "trainer.train_batch_size=2",
-            "trainer.policy_mini_batch_size=2",
-            "trainer.placement.policy_num_gpus_per_node=2",
-            "trainer.micro_train_batch_size_per_gpu=2",
-            "trainer.sft_warmup.steps=0",
-            "trainer.eval_before_train=false",
-            "trainer.ckpt_interval=1",
-            "trainer.max_wall_time_s=null",
-            "trainer.logger=[jsonl]",
-            "generator.n_samples_per_prompt=2",
-            "generator.sampling_params.max_generate_length=8",
-            "generator.max_turns=2",
-            "trainer.policy.optimizer_config.lr=1e-3",
-            *overrides,
-        ],
-    )
-
-
-RAY = ["trainer.placement.backend=ray", "trainer.placement.ray_num_cpus_per_worker=0.5"]
 
 
 def test_a_step_through_ray_actors_equals_the_spawned_process_step(cluster, tiny_model, math_rows, tmp_path):

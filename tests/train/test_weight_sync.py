@@ -32,9 +32,17 @@ def trained(tokenizer):
     return other.eval()
 
 
-def _trainer_logits(model) -> torch.Tensor:
-    with torch.no_grad():
-        return model(input_ids=torch.tensor([PROBE])).logits[0].float()
+def _trainer_logits(model, threads: int | None = None) -> torch.Tensor:
+    """The model's logits on PROBE, with ``threads`` threads if given: an engine process computes with its
+    own thread count (``torch_threads``), another count may sum in another order, and these tests compare
+    bit for bit."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        with torch.no_grad():
+            return model(input_ids=torch.tensor([PROBE])).logits[0].float()
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_registry_names_and_did_you_mean():
@@ -83,7 +91,7 @@ def test_engine_process_receives(strategy, engine_process, trained):
         model = copy.deepcopy(trained)
         for step in range(2):  # the second push reuses the block / group set up by the first
             report = sync.push(engine, model.state_dict().items())
-            assert torch.equal(engine.logits(PROBE), _trainer_logits(model)), (strategy, step)
+            assert torch.equal(engine.logits(PROBE), _trainer_logits(model, threads=1)), (strategy, step)
             assert report.version == start + step + 1
             with torch.no_grad():
                 for p in model.parameters():
