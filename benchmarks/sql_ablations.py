@@ -42,6 +42,13 @@ VARIANTS: dict[str, list[str]] = {
         "trainer.algorithm.dynamic_sampling.type=filter",
         "trainer.algorithm.dynamic_sampling.max_sample_batches=3",
     ],
+    # the recipe's full warm-up (a policy that already answers in the protocol, so fewer format failures and
+    # shorter, cheaper episodes) with dapo's larger learning rate and dynamic sampling
+    "dapo_full_warmup": [
+        "trainer.policy.optimizer_config.lr=4.0e-5",
+        "trainer.algorithm.dynamic_sampling.type=filter",
+        "trainer.algorithm.dynamic_sampling.max_sample_batches=3",
+    ],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
         "trainer.sft_warmup.steps=6",
