@@ -6,6 +6,8 @@ from skyrl_train.config import load_config
 
 
 def ray_config(tiny_model, rows, run_dir, *overrides):
+    """sql_cpu shrunk to the tiny model on ``rows``: two policy ranks, 2 prompts x 2 samples of 8 tokens, a
+    checkpoint every step; ``overrides`` come last."""
     return load_config(
         "sql_cpu",
         [

@@ -24,7 +24,7 @@ ray = pytest.importorskip("ray")
 from skyrl_train.distributed import find_free_port  # noqa: E402
 from skyrl_train.trainer import Trainer  # noqa: E402
 
-from .ray_common import RAY, ray_config  # noqa: E402
+from .ray_common import ray_config  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -32,7 +32,9 @@ RAY_CLI = str(Path(sys.executable).with_name("ray"))
 
 
 def _ray(*args: str) -> None:
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # `ray start --head` turns token authentication on unless RAY_AUTH_MODE=disabled; this process imported
+    # ray without a token (the mode is read at import), so the test's cluster runs without one
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([RAY_CLI, *args], env=env, capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
@@ -74,7 +76,7 @@ def test_a_training_step_across_two_nodes_joined_by_ray_start(two_nodes, tiny_mo
         tiny_model,
         math_rows,
         tmp_path / "run",
-        *RAY,
+        "trainer.placement.backend=ray",
         f"trainer.placement.ray_address={two_nodes}",
         "trainer.placement.ray_num_cpus_per_worker=1.5",
         "generator.env_workers=2",
