@@ -247,6 +247,8 @@ def live_workers() -> list[int]:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[1]) == zygote.pid and fields[0] != "Z":
+        # Z and X: it has ended (a worker's pidfd is readable from then on) and the kernel has yet to
+        # remove its entry (the zygote's children are reaped at once, passing through X)
+        if int(fields[1]) == zygote.pid and fields[0] not in ("Z", "X", "x"):
             pids.append(int(entry))
     return pids
