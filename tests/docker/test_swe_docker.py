@@ -8,71 +8,33 @@ A few instances per repository by default; ``SKYRL_SWE_ALL=1`` runs every instan
 from __future__ import annotations
 
 import io
-import os
 import tarfile
-from collections import defaultdict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import skyrl_gym
 from skyrl_gym.envs.swe import repos
 from skyrl_gym.envs.swe.backends import IMAGE_LABEL, ensure_image
 from skyrl_gym.envs.swe.env import SWEEnv
-from skyrl_gym.envs.swe.instance import SWEInstance, load_instances
-from skyrl_gym.testing import check_env, play_episode
+from skyrl_gym.envs.swe.instance import SWEInstance
+from skyrl_gym.testing import check_env
 from skyrl_gym.testing.strategies import episodes, tag_actions
+from tests.swe.common import (
+    CHECKED,
+    check_edits_earn_nothing,
+    check_oracle_and_noop,
+    extras,
+    play,
+    play_adversarial,
+)
 
-PER_REPO = 2
-INSTANCES = load_instances()
 FAST = {"backend": "docker", "command_timeout_s": 5, "timings": False, "test_timeout_s": 120}
-
-
-def sample(instances: list[SWEInstance]) -> list[SWEInstance]:
-    if os.environ.get("SKYRL_SWE_ALL") == "1":
-        return instances
-    chosen: dict[str, list[SWEInstance]] = defaultdict(list)
-    for instance in instances:
-        if len(chosen[instance.repo]) < PER_REPO:
-            chosen[instance.repo].append(instance)
-    return [i for group in chosen.values() for i in group]
-
-
-CHECKED = sample(INSTANCES)
-
-
-def extras(instance: SWEInstance | dict) -> dict:
-    if isinstance(instance, dict):
-        return {
-            "instance": instance,
-            "reward_spec": {"method": "rule", "ground_truth": instance["instance_id"]},
-        }
-    return {"reward_spec": {"method": "rule", "ground_truth": {"instance_id": instance.instance_id}}}
-
-
-def play(env: SWEEnv, actions: list[str]) -> list[dict]:
-    env.init(None)
-    outputs = []
-    for action in actions:
-        outputs.append(env.step(action))
-        if outputs[-1]["done"]:
-            break
-    return outputs
 
 
 @pytest.mark.parametrize("instance", CHECKED, ids=lambda i: i.instance_id)
 def test_oracle_earns_one_and_doing_nothing_earns_zero(docker_engine, instance):
-    env = SWEEnv(FAST, extras(instance))
-    outputs = play(env, env.reference_action())
-    verification = outputs[-1]["metadata"]["verification"]
-    assert outputs[-1]["reward"] == 1.0 and verification["outcome"] == "resolved", verification
-    env.close()
-    env = SWEEnv(FAST, extras(instance))
-    final = play(env, ["<submit/>"])[-1]
-    assert final["reward"] == 0.0  # a bug may make a test loop forever: test_timeout
-    assert final["metadata"]["verification"]["outcome"] in ("unresolved", "test_timeout")
-    env.close()
+    check_oracle_and_noop(FAST, instance)
 
 
 def test_images_are_built_once_per_repository_version(docker_engine):
@@ -96,11 +58,7 @@ def test_swe_env_conforms_on_docker(docker_engine):
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(episodes(tag_actions(["bash", "submit"]), max_turns=3))
 def test_adversarial_episodes_never_end_in_error(docker_engine, actions):
-    env = skyrl_gym.make("swe", env_config={**FAST, "max_turns": 3})
-    try:
-        play_episode(env, actions, seed=1)
-    finally:
-        env.close()
+    play_adversarial(FAST, actions)
 
 
 EDITS = st.sampled_from(
@@ -119,18 +77,7 @@ EDITS = st.sampled_from(
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(EDITS, min_size=1, max_size=3))
 def test_adversarial_edits_never_error_and_never_earn(docker_engine, edits):
-    env = SWEEnv({**FAST, "max_turns": 5}, extras(CHECKED[0]))
-    try:
-        task = {"prompt": [{"role": "user", "content": "Fix the bug."}], "extras": extras(CHECKED[0])}
-        outputs = play_episode(env, [f"<bash>{edit}</bash>" for edit in edits] + ["<submit/>"], task=task)
-    finally:
-        env.close()
-    assert outputs[-1]["reward"] == 0.0
-    assert outputs[-1]["metadata"]["verification"]["outcome"] in (
-        "unresolved",
-        "patch_failed",
-        "test_timeout",
-    )
+    check_edits_earn_nothing(FAST, edits)
 
 
 def test_persistent_shell_hidden_tests_and_git_tampering(docker_engine):

@@ -8,8 +8,6 @@ instance (``make test-swe-all``). The docker backend has the same checks in test
 from __future__ import annotations
 
 import json
-import os
-from collections import defaultdict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,11 +16,18 @@ from hypothesis import strategies as st
 import skyrl_gym
 from skyrl_gym.envs.swe.backends import BackendSettings, make_backend
 from skyrl_gym.envs.swe.env import SWEEnv
-from skyrl_gym.envs.swe.instance import SWEInstance, image_for, load_instances, load_split
-from skyrl_gym.testing import check_env, play_episode
+from skyrl_gym.envs.swe.instance import SWEInstance, image_for, load_split
+from skyrl_gym.testing import check_env
 from skyrl_gym.testing.strategies import episodes, tag_actions
-
-PER_REPO = 2
+from tests.swe.common import (
+    CHECKED,
+    INSTANCES,
+    check_edits_earn_nothing,
+    check_oracle_and_noop,
+    extras,
+    play,
+    play_adversarial,
+)
 
 
 def bwrap_ready() -> None:
@@ -33,34 +38,7 @@ def bwrap_ready() -> None:
         pytest.skip(f"no bubblewrap sandbox: {why} (make sysdeps)")
 
 
-def sample(instances: list[SWEInstance]) -> list[SWEInstance]:
-    """Every instance with SKYRL_SWE_ALL=1, else the first few of each repository."""
-    if os.environ.get("SKYRL_SWE_ALL") == "1":
-        return instances
-    chosen: dict[str, list[SWEInstance]] = defaultdict(list)
-    for instance in instances:
-        if len(chosen[instance.repo]) < PER_REPO:
-            chosen[instance.repo].append(instance)
-    return [i for group in chosen.values() for i in group]
-
-
-INSTANCES = load_instances()
-CHECKED = sample(INSTANCES)
 FAST = {"backend": "bwrap", "command_timeout_s": 5, "timings": False, "test_timeout_s": 120}
-
-
-def extras(instance: SWEInstance) -> dict:
-    return {"reward_spec": {"method": "rule", "ground_truth": {"instance_id": instance.instance_id}}}
-
-
-def play(env: SWEEnv, actions: list[str]) -> list[dict]:
-    env.init(None)
-    outputs = []
-    for action in actions:
-        outputs.append(env.step(action))
-        if outputs[-1]["done"]:
-            break
-    return outputs
 
 
 @pytest.fixture(scope="module")
@@ -70,21 +48,7 @@ def bwrap():
 
 @pytest.mark.parametrize("instance", CHECKED, ids=lambda i: i.instance_id)
 def test_oracle_earns_one_and_doing_nothing_earns_zero(bwrap, instance):
-    env = SWEEnv(FAST, extras(instance))
-    outputs = play(env, env.reference_action())
-    verification = outputs[-1]["metadata"]["verification"]
-    assert outputs[-1]["reward"] == 1.0 and verification["outcome"] == "resolved", verification
-    assert outputs[-1]["metadata"]["end"] == "terminated"
-    env.close()
-    env = SWEEnv(FAST, extras(instance))
-    final = play(env, ["<submit/>"])[-1]
-    assert final["done"] and final["reward"] == 0.0, final["metadata"]["verification"]
-    verification = final["metadata"]["verification"]
-    # a bug may make a test loop forever: the suite then runs out of time, which earns nothing either
-    assert verification["outcome"] in ("unresolved", "test_timeout"), verification
-    if verification["outcome"] == "unresolved":
-        assert verification["tests"]["fail_to_pass_failed"] + verification["tests"]["missing"] >= 1
-    env.close()
+    check_oracle_and_noop(FAST, instance)
 
 
 def test_instance_set_and_splits():
@@ -299,25 +263,13 @@ EDITS = st.sampled_from(
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(EDITS, min_size=1, max_size=3))
 def test_adversarial_edits_never_error_and_never_earn(bwrap, edits):
-    env = SWEEnv({**FAST, "max_turns": 5}, extras(CHECKED[0]))
-    try:
-        task = {"prompt": [{"role": "user", "content": "Fix the bug."}], "extras": extras(CHECKED[0])}
-        outputs = play_episode(env, [f"<bash>{edit}</bash>" for edit in edits] + ["<submit/>"], task=task)
-    finally:
-        env.close()
-    verification = outputs[-1]["metadata"]["verification"]
-    assert outputs[-1]["reward"] == 0.0
-    assert verification["outcome"] in ("unresolved", "patch_failed", "test_timeout"), verification
+    check_edits_earn_nothing(FAST, edits)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(episodes(tag_actions(["bash", "submit"]), max_turns=3))
 def test_adversarial_episodes_never_end_in_error(bwrap, actions):
-    env = skyrl_gym.make("swe", env_config={**FAST, "max_turns": 3})
-    try:
-        play_episode(env, actions, seed=1)
-    finally:
-        env.close()
+    play_adversarial(FAST, actions)
 
 
 def test_users_rows_and_naming_rules(tmp_path):
