@@ -559,6 +559,11 @@ class GeneratorConfig(Section):
     enable_prefix_caching: bool = True
     """Reuse the KV cache of shared prefixes (hf, vllm): multi-turn histories and a group's samples share
     theirs."""
+    prefix_cache_tokens: int = Field(32768, ge=1)
+    """Token budget of the hf engine's prefix cache, least recently used evicted first (memory: layers x
+    2 x KV heads x head size x dtype bytes per token, 46 KB for SmolLM2-135M in float32, so 32768 tokens
+    hold up to 1.5 GB). It fills during an evaluation (the weights do not change, so nothing is dropped);
+    a training step's working set is its group prompts and their turns."""
     enforce_eager: bool = False
     """Disable CUDA graphs in vllm (slower, less memory, faster start)."""
     max_num_seqs: int = Field(1024, ge=1)

@@ -163,8 +163,8 @@ class HFEngine(InferenceEngine):
 
         `model` (the policy's own model, shared: weight sync is free) is used as given; without it the
         engine loads `model_path` in `generator.model_dtype` on `device`. `max_num_seqs` caps the decode
-        batch, `max_num_batched_tokens` the tokens of one prefill, and `enable_prefix_caching=false` turns
-        the prefix cache off. With `generator.engine_process` the engine runs in a process of its own
+        batch, `max_num_batched_tokens` the tokens of one prefill, `prefix_cache_tokens` the prefix cache's
+        budget, and `enable_prefix_caching=false` turns the prefix cache off. With `generator.engine_process` the engine runs in a process of its own
         (an :class:`~skyrl_train.inference.process.EngineProcess`, which loads `model_path` there, never the
         policy's object) and receives weights by `generator.weight_sync_backend`.
         """
@@ -181,7 +181,7 @@ class HFEngine(InferenceEngine):
                 device=device,
                 max_batch_size=generator.max_num_seqs,
                 max_prefill_tokens=generator.max_num_batched_tokens,
-                prefix_cache_tokens=DEFAULT_PREFIX_CACHE_TOKENS if generator.enable_prefix_caching else 0,
+                prefix_cache_tokens=generator.prefix_cache_tokens if generator.enable_prefix_caching else 0,
                 seed=seed,
             )
         if model is None:
@@ -193,7 +193,7 @@ class HFEngine(InferenceEngine):
             tokenizer,
             max_batch_size=generator.max_num_seqs,
             max_prefill_tokens=generator.max_num_batched_tokens,
-            prefix_cache_tokens=DEFAULT_PREFIX_CACHE_TOKENS if generator.enable_prefix_caching else 0,
+            prefix_cache_tokens=generator.prefix_cache_tokens if generator.enable_prefix_caching else 0,
             seed=seed,
         )
 
