@@ -49,6 +49,15 @@ VARIANTS: dict[str, list[str]] = {
         "trainer.algorithm.dynamic_sampling.type=filter",
         "trainer.algorithm.dynamic_sampling.max_sample_batches=3",
     ],
+    # dapo_full_warmup sampling hotter: the warm-up leaves a policy of ~0.1 nats per token, so a group's
+    # samples are often the same answer and earn the same reward; temperature 1.3 spreads them (the training
+    # forward divides its logits by the same temperature)
+    "dapo_full_warmup_hot": [
+        "trainer.policy.optimizer_config.lr=4.0e-5",
+        "trainer.algorithm.dynamic_sampling.type=filter",
+        "trainer.algorithm.dynamic_sampling.max_sample_batches=3",
+        "generator.sampling_params.temperature=1.3",
+    ],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
         "trainer.sft_warmup.steps=6",
