@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .tiny_models import EMBEDDED, special_ids, tiny_llama
+from .tiny_models import EMBEDDED, save_tiny_llama
 
 
 @pytest.fixture(scope="session")
@@ -25,14 +25,8 @@ def tokenizer():
 def tiny_model(tmp_path_factory, tokenizer) -> str:
     """The folder of a 2-layer random Llama over the embedded tokenizer's vocabulary, saved with that
     tokenizer: a ``trainer.policy.model.path`` for whole runs."""
-    torch = pytest.importorskip("torch")
-    path = tmp_path_factory.mktemp("tiny_model")
-    tokenizer.save_pretrained(path)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = tiny_llama(vocab_size=len(tokenizer), max_position_embeddings=2048, **special_ids(tokenizer))
-    model.save_pretrained(path)
-    return str(path)
+    pytest.importorskip("torch")
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny_model"), tokenizer)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ from skyrl_gym.envs.registration import deregister, register
 from skyrl_train.config import load_config
 from skyrl_train.trainer import Trainer
 
+from .tiny_models import save_tiny_llama
+
 
 class StartsWithVowel(BaseTextEnv):
     """One turn; reward 1.0 when the reply's first letter is a vowel."""
@@ -29,17 +31,7 @@ def peaked_model(tmp_path_factory, tokenizer) -> str:
     """A 2-layer random Llama whose weights are large enough that each context favours a few tokens (the
     shared tiny model is nearly uniform over the 49k tokens: a sampled reward then has too many tokens to
     move to show progress in a few steps)."""
-    import torch
-
-    from .tiny_models import special_ids, tiny_llama
-
-    path = tmp_path_factory.mktemp("peaked_model")
-    tokenizer.save_pretrained(path)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = tiny_llama(vocab_size=len(tokenizer), initializer_range=1.0, **special_ids(tokenizer))
-    model.save_pretrained(path)
-    return str(path)
+    return save_tiny_llama(tmp_path_factory.mktemp("peaked_model"), tokenizer, initializer_range=1.0)
 
 
 def test_grpo_raises_the_share_of_rewarded_replies(peaked_model, tmp_path):

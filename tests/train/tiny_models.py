@@ -45,3 +45,17 @@ def special_ids(tokenizer: Any) -> dict[str, Any]:
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
     }
+
+
+def save_tiny_llama(path: Any, tokenizer: Any, **overrides: Any) -> str:
+    """Save a :func:`tiny_llama` over ``tokenizer``'s vocabulary (seed 0, the caller's RNG untouched) with
+    that tokenizer in ``path``: a ``trainer.policy.model.path`` for whole runs."""
+    import torch
+
+    tokenizer.save_pretrained(path)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        settings = {"vocab_size": len(tokenizer), "max_position_embeddings": 2048, **special_ids(tokenizer)}
+        model = tiny_llama(**{**settings, **overrides})
+    model.save_pretrained(path)
+    return str(path)
