@@ -122,17 +122,15 @@ def test_packed_log_probs_entropy_and_gradients_equal_the_padded_path(
 def train_step_grads(worker: PolicyWorker, batch: dict) -> tuple[dict, dict]:
     """One training step's metrics and the gradients its optimizer step was given."""
     grads: dict = {}
-    step = worker.optimizer.step
 
-    def record_then_step(*args, **kwargs):
+    def record(*_):
         grads.update({n: p.grad.clone() for n, p in worker.model.named_parameters() if p.grad is not None})
-        return step(*args, **kwargs)
 
-    worker.optimizer.step = record_then_step
+    hook = worker.optimizer.register_step_pre_hook(record)
     try:
         return worker.train_step(batch), grads
     finally:
-        worker.optimizer.step = step
+        hook.remove()
 
 
 def assert_same_grads(got: dict, expected: dict) -> None:

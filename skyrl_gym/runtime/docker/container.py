@@ -444,6 +444,15 @@ class DockerContainer:
                     if os.getpgid(pid) == host_pgid:
                         os.kill(pid, signal.SIGKILL)
 
+    def kill_session(self, host_sid: int) -> None:
+        """Kill every process of a session of the container by its host id (local engine), the container paused
+        meanwhile, so that a fork bomb in it cannot replace what is killed."""
+        with self._paused():
+            for pid in self.host_pids():
+                with contextlib.suppress(OSError):
+                    if os.getsid(pid) == host_sid:
+                        os.kill(pid, signal.SIGKILL)
+
     # -- memory ------------------------------------------------------------------------------------------
     def _oom_files(self) -> list[str]:
         if self._cgroup_files is None:

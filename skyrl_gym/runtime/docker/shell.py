@@ -61,8 +61,9 @@ class ShellSession:
     Each command goes to the shell as one line (base64, so that quotes, heredocs and a ``read`` in it cannot
     swallow what follows) and is ``eval``-ed there; a marker with a fresh random token and the exit status ends
     its output. At the timeout the foreground job gets a Ctrl-C through the terminal, then, if it ignores it,
-    its process group is killed; a shell that still does not answer (a builtin loop with SIGINT trapped) is
-    replaced by a new one and the result says ``restarted``. Output past ``max_output_bytes`` is dropped from
+    its process group is killed; a shell that still does not answer (a builtin loop with SIGINT trapped, or
+    no process slot left to it) is replaced by a new one, its session's background jobs killed with it, and
+    the result says ``restarted``. Output past ``max_output_bytes`` is dropped from
     the middle (the beginning and the last quarter are kept).
     """
 
@@ -233,6 +234,10 @@ class ShellSession:
             if timed_out:
                 found, eof, match = self._interrupt(token, output)
                 if not found and not eof:
+                    # the shell does not answer: it goes, and its session's jobs with it (a fork bomb's would
+                    # otherwise hold every process slot, and no new shell could start)
+                    if self.host_pid:
+                        self.container.kill_session(self.host_pid)
                     self._discard()
                     restarted = True
             duration = time.monotonic() - start
