@@ -164,9 +164,10 @@ class HFEngine(InferenceEngine):
         `model` (the policy's own model, shared: weight sync is free) is used as given; without it the
         engine loads `model_path` in `generator.model_dtype` on `device`. `max_num_seqs` caps the decode
         batch, `max_num_batched_tokens` the tokens of one prefill, `prefix_cache_tokens` the prefix cache's
-        budget, and `enable_prefix_caching=false` turns the prefix cache off. With `generator.engine_process` the engine runs in a process of its own
-        (an :class:`~skyrl_train.inference.process.EngineProcess`, which loads `model_path` there, never the
-        policy's object) and receives weights by `generator.weight_sync_backend`.
+        budget, and `enable_prefix_caching=false` turns the prefix cache off. With `generator.engine_process`
+        the engine runs in a process of its own (an :class:`~skyrl_train.inference.process.EngineProcess`,
+        which loads `model_path` there, never the policy's object) and receives weights by
+        `generator.weight_sync_backend`.
         """
         from skyrl_train.models import load_model, load_tokenizer
 
