@@ -9,7 +9,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -436,22 +436,22 @@ class DockerContainer:
                 with contextlib.suppress(Exception):
                     api.unpause(self.id)
 
-    def kill_process_group(self, host_pgid: int) -> None:
-        """Kill a process group of the container by its host id (local engine), the container paused meanwhile."""
+    def _kill_matching(self, key: Callable[[int], int], value: int) -> None:
+        """Kill the container's processes whose ``key(host pid)`` is ``value`` (local engine), the container
+        paused meanwhile, so that a fork bomb in it cannot replace what is killed."""
         with self._paused():
             for pid in self.host_pids():
                 with contextlib.suppress(OSError):
-                    if os.getpgid(pid) == host_pgid:
+                    if key(pid) == value:
                         os.kill(pid, signal.SIGKILL)
 
+    def kill_process_group(self, host_pgid: int) -> None:
+        """Kill a process group of the container by its host id (local engine)."""
+        self._kill_matching(os.getpgid, host_pgid)
+
     def kill_session(self, host_sid: int) -> None:
-        """Kill every process of a session of the container by its host id (local engine), the container paused
-        meanwhile, so that a fork bomb in it cannot replace what is killed."""
-        with self._paused():
-            for pid in self.host_pids():
-                with contextlib.suppress(OSError):
-                    if os.getsid(pid) == host_sid:
-                        os.kill(pid, signal.SIGKILL)
+        """Kill every process of a session of the container by its host id (local engine)."""
+        self._kill_matching(os.getsid, host_sid)
 
     # -- memory ------------------------------------------------------------------------------------------
     def _oom_files(self) -> list[str]:
