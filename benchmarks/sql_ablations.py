@@ -11,11 +11,20 @@ and the wall time and peak memory of the run.
     python benchmarks/sql_ablations.py --only light_warmup,dapo --steps 12 --rl-stages-only
     python benchmarks/sql_ablations.py --table-only         # the table of the runs already in runs/
     python benchmarks/sql_ablations.py --run-name main=sql_cpu --table-only   # a run under another name
+    python benchmarks/sql_ablations.py --from-model runs/warm_model --only g8 --steps 10   # RL from a saved warm-up
 
 Runs already finished (their summary.json exists) are not run again unless ``--rerun``. On a shared or slow
 machine a wall-time budget gives each variant whatever steps the load left it: ``--steps N`` replaces the
 recipe's ``trainer.max_wall_time_s`` by N GRPO steps for every variant, and ``--rl-stages-only`` evaluates the
 held-out set only after the warm-up and after RL (what RL's own change needs; no Chinook set).
+
+The warm-up is the same in every variant that keeps the recipe's (it is seeded) and takes about as long as
+the RL steps. ``--from-model DIR`` starts each variant's RL from a saved warm-up instead: a model folder
+written by ``skyrl-train export`` from a run that stopped after its warm-up (for example
+``skyrl-train train sql_cpu trainer.max_steps=1 trainer.policy.optimizer_config.lr=1e-30
+trainer.run_name=warm`` then ``skyrl-train export runs/warm runs/warm_model``). Each variant then evaluates
+the held-out set before RL (the warm-up model) and after, so RL's own change is paired as usual; variants
+that change the warm-up are refused.
 """
 
 from __future__ import annotations
@@ -58,6 +67,16 @@ VARIANTS: dict[str, list[str]] = {
         "trainer.algorithm.dynamic_sampling.max_sample_batches=3",
         "generator.sampling_params.temperature=1.3",
     ],
+    # the recipe's warm-up, groups of 8 (twice the episodes a step for a shared-prefix update of the same
+    # prompts), the groups without reward variance dropped, no further batches sampled
+    "g8": [
+        "generator.n_samples_per_prompt=8",
+        "trainer.algorithm.dynamic_sampling.type=filter",
+        "trainer.algorithm.dynamic_sampling.max_sample_batches=1",
+        "trainer.micro_train_batch_size_per_gpu=16",
+        "trainer.micro_forward_batch_size_per_gpu=16",
+        "generator.max_concurrent_trajectories=32",
+    ],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
         "trainer.sft_warmup.steps=6",
@@ -98,13 +117,24 @@ def _change(changes: list[dict[str, Any]], a: str, b: str) -> dict[str, Any] | N
     return next((c for c in changes if c["from"] == a and c["to"] == b), None)
 
 
-def row_of(name: str, summary: dict[str, Any], eval_set: str) -> dict[str, Any]:
-    """The table row of one finished run."""
+def from_model_overrides(model: str) -> list[str]:
+    """Overrides that start RL from the saved warm-up model ``model`` and evaluate it before RL."""
+    return [
+        f"trainer.policy.model.path={model}",
+        "trainer.sft_warmup.steps=0",
+        "data.eval_sets={heldout: {paths: [data/text2sql/heldout.parquet], stages: [before, after_rl]}}",
+    ]
+
+
+def row_of(name: str, summary: dict[str, Any], eval_set: str, from_model: bool = False) -> dict[str, Any]:
+    """The table row of one finished run (``from_model``: a run started from a saved warm-up, whose
+    "before" stage is the warm-up model; it has no base-model stage)."""
     table = (summary.get("eval_sets") or {}).get(eval_set) or {}
     stages, changes = table.get("stages", []), table.get("changes", [])
-    warm, rl = _stage(stages, "after warm-up"), _stage(stages, "after RL")
-    own = _change(changes, "after warm-up", "after RL")
-    whole = _change(changes, "before", "after RL")
+    warm_label = "before" if from_model else "after warm-up"
+    warm, rl = _stage(stages, warm_label), _stage(stages, "after RL")
+    own = _change(changes, warm_label, "after RL")
+    whole = None if from_model else _change(changes, "before", "after RL")
     return {
         "variant": name,
         "steps": summary.get("steps"),
@@ -165,6 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         "--rl-stages-only", action="store_true", help="held-out set after warm-up and RL only"
     )
     parser.add_argument(
+        "--from-model",
+        default=None,
+        metavar="DIR",
+        help="start every variant's RL from this saved warm-up model (skyrl-train export) instead of warming up",
+    )
+    parser.add_argument(
         "--run-name",
         action="append",
         default=[],
@@ -176,14 +212,21 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
-    run_names = {n: f"ablation_{n}" for n in names}
+    if args.from_model:
+        changes_warmup = [n for n in names if any(o.startswith("trainer.sft_warmup.") for o in VARIANTS[n])]
+        if changes_warmup:
+            parser.error(f"--from-model keeps the saved warm-up; these variants change it: {changes_warmup}")
+    prefix = "ablation_rl_" if args.from_model else "ablation_"
+    run_names = {n: f"{prefix}{n}" for n in names}
     for item in args.run_name:
         variant, _, run = item.partition("=")
         run_names[variant] = run
     common = []
     if args.steps is not None:
         common += ["trainer.max_wall_time_s=null", f"trainer.max_steps={args.steps}"]
-    if args.rl_stages_only:
+    if args.from_model:
+        common += from_model_overrides(args.from_model)
+    elif args.rl_stages_only:
         common.append(RL_STAGES_ONLY)
     rows = []
     for name in names:
@@ -191,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.table_only and (args.rerun or not summary_path.exists()):
             run_variant(name, VARIANTS[name], run_names[name], common)
         if summary_path.exists():
-            rows.append(row_of(name, json.loads(summary_path.read_text()), args.eval_set))
+            summary = json.loads(summary_path.read_text())
+            rows.append(row_of(name, summary, args.eval_set, from_model=bool(args.from_model)))
         else:
             print(f"{name}: no finished run at {summary_path.parent}", file=sys.stderr)
     print(format_table(rows, args.eval_set))

@@ -257,3 +257,44 @@ def prune_checkpoints(run_dir: str | Path, keep_last: int) -> list[Path]:
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
+
+
+def export_model(source: str | Path, out: str | Path) -> Path:
+    """Write the policy of a checkpoint as a Hugging Face model folder (weights, config, tokenizer) that
+    ``trainer.policy.model.path``, the engines and ``transformers`` load.
+
+    ``source`` is a checkpoint folder (``.../checkpoints/step_N``) or a run folder (its newest complete
+    checkpoint). The architecture and the tokenizer come from the model the run started from (the
+    checkpoint's ``config.json``); the weights from the policy's ``dcp`` shards. ValueError when there is no
+    checkpoint, or when the saved weights do not fit that model.
+    """
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    from transformers import AutoModelForCausalLM
+
+    from skyrl_train.models import load_tokenizer, resolve_model_path
+
+    source, out = Path(source), Path(out)
+    checkpoint = source if _step_of(source) is not None else find_latest(source)
+    if checkpoint is None or not (checkpoint / "policy" / "dcp").is_dir():
+        raise ValueError(f"no policy checkpoint in {source}")
+    config = json.loads((checkpoint / CONFIG_FILE).read_text())
+    base = resolve_model_path(config["trainer"]["policy"]["model"]["path"])
+    out.mkdir(parents=True, exist_ok=True)
+    flat = out / f".{uuid.uuid4().hex}.pt"
+    try:
+        dcp_to_torch_save(str(checkpoint / "policy" / "dcp"), str(flat))
+        weights = torch.load(flat, map_location="cpu", weights_only=False)["model"]
+    finally:
+        flat.unlink(missing_ok=True)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
+    missing = [k for k in missing if k not in tied]
+    if missing or unexpected:
+        raise ValueError(
+            f"the checkpoint's weights do not fit {base}: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    model.save_pretrained(out)
+    load_tokenizer(base).save_pretrained(out)
+    return out

@@ -8,6 +8,7 @@
     skyrl-train config sql_qwen7b_8gpu          # print the validated config
     skyrl-train config sql_cpu --describe       # every key: type, default, this recipe's value, what it does
     skyrl-train recipes                         # list the shipped recipes
+    skyrl-train export runs/sql_cpu out/model   # a run's newest checkpoint as a Hugging Face model folder
     skyrl-train serve --port 8000               # the Tinker training API (the official tinker client)
 
 The first argument after the command is a recipe name (``skyrl_train/recipes/<name>.yaml``) or a YAML path;
@@ -182,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--max-concurrency", type=int, default=16, help="most trajectories at once")
             p.add_argument("--json", action="store_true", help="also print the table and metrics as JSON")
     sub.add_parser("recipes", help="list the shipped recipes")
+    export = sub.add_parser("export", help="write a checkpoint's policy as a Hugging Face model folder")
+    export.add_argument("source", help="a run folder (its newest checkpoint) or a checkpoints/step_N folder")
+    export.add_argument("out", help="the folder to write (weights, config and tokenizer)")
     serve = sub.add_parser("serve", help="serve the Tinker training API to the official tinker client")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
@@ -199,6 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "export":
+        from skyrl_train.checkpoint import export_model
+
+        try:
+            print(export_model(args.source, args.out))
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        return 0
     if args.command == "recipes":
         from skyrl_train.config import list_recipes
 

@@ -84,6 +84,10 @@ class StageEvaluator:
         self.records: dict[str, list[StageRecord]] = {s.name: [] for s in self.sets}
         self.skipped: dict[str, list[str]] = {}
         """Sets left out because a file was missing, with those files."""
+        self.outcomes_path: Any = None
+        """A file that gets one JSON line per set and stage, its per-question outcomes (``None``: none), so
+        that two runs evaluated on the same questions can be paired later (the trainer's is the run folder's
+        ``eval_outcomes.jsonl``)."""
 
     @classmethod
     def from_config(cls, config: Any) -> StageEvaluator:
@@ -136,6 +140,8 @@ class StageEvaluator:
                 continue
             record = self._evaluate(generator, eval_set, stage, step)
             self.records[eval_set.name].append(record)
+            if self.outcomes_path is not None:
+                self._append_outcomes(eval_set, record)
             prefix = f"eval/{eval_set.name}"
             metrics[f"{prefix}/accuracy"] = mean_se(list(record.outcomes.values()))["mean"] or 0.0
             for level, entry in self._levels(eval_set, record).items():
@@ -146,6 +152,19 @@ class StageEvaluator:
             metrics[f"{prefix}/errors"] = float(record.errors)
             metrics[f"time/eval_{eval_set.name}_s"] = record.seconds
         return metrics
+
+    def _append_outcomes(self, eval_set: EvalSet, record: StageRecord) -> None:
+        import json
+
+        line = {
+            "set": eval_set.name,
+            "stage": record.stage,
+            "step": record.step,
+            "outcomes": {str(i): v for i, v in sorted(record.outcomes.items())},
+            "levels": {str(i): self._level(eval_set.rows[i]) for i in sorted(record.outcomes)},
+        }
+        with open(self.outcomes_path, "a") as f:
+            f.write(json.dumps(line) + "\n")
 
     def _evaluate(self, generator: Any, eval_set: EvalSet, stage: str, step: int) -> StageRecord:
         start = time.perf_counter()

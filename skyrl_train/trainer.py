@@ -197,6 +197,7 @@ class Trainer:
         from skyrl_train.stage_eval import StageEvaluator
 
         self.stage_evals = StageEvaluator.from_config(cfg)
+        self.stage_evals.outcomes_path = self.run_dir / "eval_outcomes.jsonl"
         from skyrl_train.dynamic_sampling import DynamicSampler
 
         self.dynamic_sampler = DynamicSampler.from_config(cfg)

@@ -233,3 +233,30 @@ def test_sigkilled_run_resumes_after_its_last_checkpoint(tmp_path):
         assert torch.equal(resumed[name], saved_weights[name]), name
     kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step_"))
     assert kept == [f"step_{last_step}", f"step_{last_step + 1}"]
+
+
+def test_export_writes_the_checkpoints_policy_as_a_model_folder(tmp_path, tiny_model, tokenizer):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(5)
+    worker = PolicyWorker(
+        lambda: AutoModelForCausalLM.from_pretrained(tiny_model),
+        OptimizerConfig(lr=1e-2),
+        AlgorithmConfig(),
+        micro_batch_size=2,
+    )
+    worker.train_step(random_batch(worker))  # the weights now differ from the model the run started from
+    trained = worker.full_state_dict()
+    config = {"trainer": {"policy": {"model": {"path": tiny_model}}}}
+    checkpoint.save_checkpoint(tmp_path / "run", 1, {"policy": worker}, data_state={}, config=config)
+
+    out = checkpoint.export_model(tmp_path / "run", tmp_path / "model")  # the run folder: its newest
+    exported = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    started = AutoModelForCausalLM.from_pretrained(tiny_model).state_dict()
+    assert any(not torch.equal(started[k], trained[k]) for k in trained)
+    for name, tensor in trained.items():
+        torch.testing.assert_close(exported[name], tensor, atol=0, rtol=0)
+    assert AutoTokenizer.from_pretrained(out).get_vocab() == tokenizer.get_vocab()
+
+    with pytest.raises(ValueError, match="no policy checkpoint"):
+        checkpoint.export_model(tmp_path / "elsewhere", tmp_path / "other")

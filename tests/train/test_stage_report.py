@@ -54,8 +54,9 @@ def _generator(tokenizer, rows, plan):
 
 
 @pytest.fixture(scope="module")
-def evaluated(tokenizer, rows):
+def evaluated(tokenizer, rows, tmp_path_factory):
     evaluator = StageEvaluator([EvalSet("heldout", rows, ("before", "after_rl"))], PARAMS, batch_size=4)
+    evaluator.outcomes_path = tmp_path_factory.mktemp("outcomes") / "eval_outcomes.jsonl"
     before = evaluator.run(
         _generator(tokenizer, rows, ["gold", "gold", "wrong", "wrong", "wrong", "wrong"]), "before", 0
     )
@@ -137,6 +138,18 @@ def test_the_main_recipe_evaluates_heldout_and_chinook_by_stage():
         load_config("sql_cpu", ["data.eval_sets={x: {paths: [a.jsonl], stages: [during]}}"])
 
 
+def test_each_stage_appends_its_per_question_outcomes(evaluated, rows):
+    evaluator = evaluated[0]
+    lines = [json.loads(line) for line in evaluator.outcomes_path.read_text().splitlines()]
+    assert [(x["set"], x["stage"], x["step"]) for x in lines] == [
+        ("heldout", "before", 0),
+        ("heldout", "after_rl", 7),
+    ]
+    assert lines[0]["outcomes"] == {"0": 1.0, "1": 1.0, "2": 0.0, "3": 0.0, "4": 0.0, "5": 0.0}
+    assert lines[1]["outcomes"] == {"0": 1.0, "1": 1.0, "2": 1.0, "3": 1.0, "4": 0.0, "5": 0.0}
+    assert lines[0]["levels"] == {str(i): r["extra_info"]["level"] for i, r in enumerate(rows)}
+
+
 def test_a_run_evaluates_its_sets_at_each_stage_and_writes_the_report(tiny_model, rows, tmp_path, capsys):
     pytest.importorskip("torch")
 
@@ -197,5 +210,8 @@ def test_a_run_evaluates_its_sets_at_each_stage_and_writes_the_report(tiny_model
         if "eval/heldout/accuracy" in r
     ]
     assert logged == [0, 1, 2]  # before, after the one warm-up step, after the one RL step
+    outcomes = [json.loads(x) for x in (run_dir / "eval_outcomes.jsonl").read_text().splitlines()]
+    assert [x["stage"] for x in outcomes] == ["before", "after_warmup", "after_rl"]
+    assert all(len(x["outcomes"]) + s["errors"] == 3 for x, s in zip(outcomes, stages, strict=True))
     report = (run_dir / "report.md").read_text()
     assert "### heldout (3 questions)" in report and "Not evaluated: chinook" in report
