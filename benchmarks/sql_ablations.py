@@ -77,6 +77,18 @@ VARIANTS: dict[str, list[str]] = {
         "trainer.micro_forward_batch_size_per_gpu=16",
         "generator.max_concurrent_trajectories=32",
     ],
+    # g8 with RAFT's advantages at the warm-up's learning rate: a supervised step on the model's own best
+    # answer of each group that has a correct one (reward-ranked fine-tuning), nothing pushed down
+    "raft": [
+        "trainer.algorithm.advantage_estimator=raft",
+        "trainer.policy.optimizer_config.lr=1.0e-4",
+        "generator.n_samples_per_prompt=8",
+        "trainer.algorithm.dynamic_sampling.type=filter",
+        "trainer.algorithm.dynamic_sampling.max_sample_batches=1",
+        "trainer.micro_train_batch_size_per_gpu=16",
+        "trainer.micro_forward_batch_size_per_gpu=16",
+        "generator.max_concurrent_trajectories=32",
+    ],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
         "trainer.sft_warmup.steps=6",

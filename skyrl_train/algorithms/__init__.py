@@ -1,7 +1,7 @@
 """RL algorithms: advantage estimators, policy losses, KL, entropy, value loss and loss reductions.
 
-Importing this package registers the built-ins: estimators ``grpo``, ``dr_grpo``, ``rloo``, ``reinforce++``,
-``gae`` and policy losses ``ppo`` (alias ``regular``), ``dual_clip``, ``gspo``. Add your own with
+Importing this package registers the built-ins: estimators ``grpo``, ``dr_grpo``, ``rloo``, ``raft``,
+``reinforce++``, ``gae`` and policy losses ``ppo`` (alias ``regular``), ``dual_clip``, ``gspo``. Add your own with
 :func:`register_advantage_estimator` / :func:`register_policy_loss` and select them by name in the config.
 
 Everything works on [B, T] tensors over the response positions of a
@@ -14,6 +14,7 @@ from skyrl_train.algorithms.advantages import (
     dr_grpo,
     gae,
     grpo,
+    raft,
     reinforce_plus_plus,
     rloo,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "masked_whiten",
     "policy_objective",
     "ppo_loss",
+    "raft",
     "reduce_loss",
     "register_advantage_estimator",
     "register_policy_loss",

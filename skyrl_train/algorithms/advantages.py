@@ -1,4 +1,4 @@
-"""Advantage estimators: GRPO, Dr.GRPO, RLOO, REINFORCE++ and GAE, and a registry for custom ones.
+"""Advantage estimators: GRPO, Dr.GRPO, RLOO, RAFT, REINFORCE++ and GAE, and a registry for custom ones.
 
 All share one signature (see :func:`~skyrl_train.algorithms.registry.register_advantage_estimator`)::
 
@@ -30,6 +30,7 @@ __all__ = [
     "dr_grpo",
     "gae",
     "grpo",
+    "raft",
     "reinforce_plus_plus",
     "rloo",
 ]
@@ -155,6 +156,43 @@ def rloo(
     baseline = (total - scores) / (count - 1).clamp(min=1)
     row = torch.where(count >= 2, scores - baseline, torch.zeros_like(scores))
     advantages = _broadcast(row, response_mask, ok)
+    return advantages, advantages.clone()
+
+
+@register_advantage_estimator("raft")
+def raft(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor,
+    values: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    lambd: float = 1.0,
+    *,
+    valid: torch.Tensor | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RAFT (reward-ranked fine-tuning, Dong et al. 2023): advantage 1 for the samples that earned their
+    group's highest score, when that score is positive and above the group's lowest; 0 for the others.
+
+    With one update epoch the policy loss's gradient is then that of the negative log-likelihood of the
+    model's own best answers (a supervised step on them), and nothing pushes the other samples down. A group
+    whose samples all scored the same, or whose best is not positive (a wrong answer that only beat a
+    format failure), teaches nothing.
+    """
+    ok = _valid_rows(response_mask, valid)
+    scores = _outcome_scores(token_level_rewards, response_mask)
+    _, inverse = torch.unique(group_ids.to(scores.device), return_inverse=True)
+    groups = int(inverse.max().item()) + 1 if inverse.numel() else 0
+    masked_high = torch.where(ok, scores, torch.full_like(scores, -torch.inf))
+    masked_low = torch.where(ok, scores, torch.full_like(scores, torch.inf))
+    high = torch.full((groups,), -torch.inf, device=scores.device).scatter_reduce(
+        0, inverse, masked_high, "amax"
+    )
+    low = torch.full((groups,), torch.inf, device=scores.device).scatter_reduce(
+        0, inverse, masked_low, "amin"
+    )
+    best = (scores == high[inverse]) & (high[inverse] > low[inverse]) & (high[inverse] > 0)
+    advantages = _broadcast(best.to(scores.dtype), response_mask, ok)
     return advantages, advantages.clone()
 
 

@@ -227,7 +227,8 @@ class AlgorithmConfig(Section):
     """Advantages, the policy loss, KL and entropy terms."""
 
     advantage_estimator: str = "grpo"
-    """grpo | dr_grpo | rloo | reinforce++ | gae, or a name registered with @register_advantage_estimator."""
+    """grpo | dr_grpo | rloo | raft | reinforce++ | gae, or a name registered with
+    @register_advantage_estimator."""
     policy_loss_type: str = "ppo"
     """ppo (= SkyRL's regular) | dual_clip | gspo, or a name registered with @register_policy_loss."""
     eps_clip_low: Float = Field(0.2, gt=0, lt=1)

@@ -59,6 +59,18 @@ def test_grpo_groups_invalid_rows_and_constant_groups():
     assert_close(adv, [[a, a], [-a, -a], [0, 0], [0, 0], [0, 0]])
 
 
+def test_raft_keeps_only_the_best_positive_samples_of_groups_with_variance():
+    # group 0 [1, 0, 1, -1]: both 1s; group 1 [0, -1]: best not positive; group 2 [1, 1]: no variance;
+    # group 3 [0.5, 3 (errored), 0.2]: the errored row neither counts nor gets an advantage
+    rewards, mask = outcome([1.0, 0.0, 1.0, -1.0, 0.0, -1.0, 1.0, 1.0, 0.5, 3.0, 0.2], width=2)
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 3])
+    valid = torch.tensor([True] * 9 + [False, True])
+    adv, ret = alg.raft(rewards, mask, groups, valid=valid)
+    best = [1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0]
+    assert_close(adv, [[b, b] for b in best])
+    assert_close(ret, adv)
+
+
 def test_grpo_single_valid_sample_gets_zero():
     rewards, mask = outcome([1.0, 0.0], width=1)
     adv, _ = alg.grpo(rewards, mask, torch.tensor([0, 0]), valid=torch.tensor([True, False]))
