@@ -39,6 +39,17 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: groups of 8 samples (a micro-batch holds two whole groups, so each prompt is computed once in the update),
+#: the groups without reward variance dropped and no further batches sampled
+GROUPS_OF_8 = [
+    "generator.n_samples_per_prompt=8",
+    "trainer.algorithm.dynamic_sampling.type=filter",
+    "trainer.algorithm.dynamic_sampling.max_sample_batches=1",
+    "trainer.micro_train_batch_size_per_gpu=16",
+    "trainer.micro_forward_batch_size_per_gpu=16",
+    "generator.max_concurrent_trajectories=32",
+]
+
 #: variant name -> overrides of sql_cpu (the recipe itself is "main")
 VARIANTS: dict[str, list[str]] = {
     "main": [],
@@ -67,27 +78,14 @@ VARIANTS: dict[str, list[str]] = {
         "trainer.algorithm.dynamic_sampling.max_sample_batches=3",
         "generator.sampling_params.temperature=1.3",
     ],
-    # the recipe's warm-up, groups of 8 (twice the episodes a step for a shared-prefix update of the same
-    # prompts), the groups without reward variance dropped, no further batches sampled
-    "g8": [
-        "generator.n_samples_per_prompt=8",
-        "trainer.algorithm.dynamic_sampling.type=filter",
-        "trainer.algorithm.dynamic_sampling.max_sample_batches=1",
-        "trainer.micro_train_batch_size_per_gpu=16",
-        "trainer.micro_forward_batch_size_per_gpu=16",
-        "generator.max_concurrent_trajectories=32",
-    ],
+    # the recipe's warm-up and learning rate with GROUPS_OF_8: twice the episodes a step
+    "g8": GROUPS_OF_8,
     # g8 with RAFT's advantages at the warm-up's learning rate: a supervised step on the model's own best
     # answer of each group that has a correct one (reward-ranked fine-tuning), nothing pushed down
     "raft": [
         "trainer.algorithm.advantage_estimator=raft",
         "trainer.policy.optimizer_config.lr=1.0e-4",
-        "generator.n_samples_per_prompt=8",
-        "trainer.algorithm.dynamic_sampling.type=filter",
-        "trainer.algorithm.dynamic_sampling.max_sample_batches=1",
-        "trainer.micro_train_batch_size_per_gpu=16",
-        "trainer.micro_forward_batch_size_per_gpu=16",
-        "generator.max_concurrent_trajectories=32",
+        *GROUPS_OF_8,
     ],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
