@@ -84,6 +84,13 @@ VARIANTS: dict[str, list[str]] = {
     # correct one (reward-ranked fine-tuning), nothing pushed down. At the warm-up's learning rate (1e-4)
     # the policy collapsed within 5 steps (train pass rate 0.38 -> 0); the recipe's 1e-5 here
     "raft": ["trainer.algorithm.advantage_estimator=raft", *GROUPS_OF_8],
+    # raft at 3e-5, reached over 3 steps (a fresh Adam's first steps move every weight by about lr)
+    "raft_3e5": [
+        "trainer.algorithm.advantage_estimator=raft",
+        "trainer.policy.optimizer_config.lr=3.0e-5",
+        "trainer.policy.optimizer_config.num_warmup_steps=3",
+        *GROUPS_OF_8,
+    ],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
         "trainer.sft_warmup.steps=6",
