@@ -102,9 +102,12 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-RL_STAGES_ONLY = (
-    "data.eval_sets={heldout: {paths: [data/text2sql/heldout.parquet], stages: [after_warmup, after_rl]}}"
-)
+def heldout_only(*stages: str) -> str:
+    """The override that evaluates the held-out set alone, at ``stages``."""
+    return f"data.eval_sets={{heldout: {{paths: [data/text2sql/heldout.parquet], stages: [{', '.join(stages)}]}}}}"
+
+
+RL_STAGES_ONLY = heldout_only("after_warmup", "after_rl")
 
 
 def run_variant(name: str, overrides: list[str], run_name: str, common: list[str]) -> float:
@@ -136,7 +139,7 @@ def from_model_overrides(model: str) -> list[str]:
     return [
         f"trainer.policy.model.path={model}",
         "trainer.sft_warmup.steps=0",
-        "data.eval_sets={heldout: {paths: [data/text2sql/heldout.parquet], stages: [before, after_rl]}}",
+        heldout_only("before", "after_rl"),
     ]
 
 

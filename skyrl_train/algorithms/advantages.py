@@ -181,17 +181,13 @@ def raft(
     """
     ok = _valid_rows(response_mask, valid)
     scores = _outcome_scores(token_level_rewards, response_mask)
+    _, _, var = _group_stats(scores, group_ids, ok)  # var > 0: the group's valid rewards differ
     _, inverse = torch.unique(group_ids.to(scores.device), return_inverse=True)
     groups = int(inverse.max().item()) + 1 if inverse.numel() else 0
-    masked_high = torch.where(ok, scores, torch.full_like(scores, -torch.inf))
-    masked_low = torch.where(ok, scores, torch.full_like(scores, torch.inf))
-    high = torch.full((groups,), -torch.inf, device=scores.device).scatter_reduce(
-        0, inverse, masked_high, "amax"
-    )
-    low = torch.full((groups,), torch.inf, device=scores.device).scatter_reduce(
-        0, inverse, masked_low, "amin"
-    )
-    best = (scores == high[inverse]) & (high[inverse] > low[inverse]) & (high[inverse] > 0)
+    valid_scores = torch.where(ok, scores, torch.full_like(scores, -torch.inf))
+    high = torch.full((groups,), -torch.inf, device=scores.device)
+    high = high.scatter_reduce(0, inverse, valid_scores, "amax")[inverse]
+    best = (scores == high) & (var > 0) & (high > 0)
     advantages = _broadcast(best.to(scores.dtype), response_mask, ok)
     return advantages, advantages.clone()
 
