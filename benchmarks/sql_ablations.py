@@ -13,6 +13,10 @@ and the wall time and peak memory of the run.
     python benchmarks/sql_ablations.py --run-name main=sql_cpu --table-only   # a run under another name
     python benchmarks/sql_ablations.py --from-model runs/warm_model --only g8 --steps 10   # RL from a saved warm-up
 
+``--in-domain`` also scores the 54 validation questions (the training set's domains) at the same stages, so a
+change RL makes in its own domains can be told from one that reaches the held-out domains; ``--eval-set
+validation --table-only`` prints their table.
+
 Runs already finished (their summary.json exists) are not run again unless ``--rerun``. On a shared or slow
 machine a wall-time budget gives each variant whatever steps the load left it: ``--steps N`` replaces the
 recipe's ``trainer.max_wall_time_s`` by N GRPO steps for every variant, and ``--rl-stages-only`` evaluates the
@@ -91,6 +95,9 @@ VARIANTS: dict[str, list[str]] = {
         "trainer.policy.optimizer_config.num_warmup_steps=3",
         *GROUPS_OF_8,
     ],
+    # g8 sampling hotter: the warm-up leaves ~0.1 nats per token, so a group's samples are often one answer;
+    # temperature 1.2 spreads them, for more groups with reward variance
+    "g8_hot": [*GROUPS_OF_8, "generator.sampling_params.temperature=1.2"],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
         "trainer.sft_warmup.steps=6",
@@ -102,12 +109,15 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def heldout_only(*stages: str) -> str:
-    """The override that evaluates the held-out set alone, at ``stages``."""
-    return f"data.eval_sets={{heldout: {{paths: [data/text2sql/heldout.parquet], stages: [{', '.join(stages)}]}}}}"
-
-
-RL_STAGES_ONLY = heldout_only("after_warmup", "after_rl")
+def stage_evals(*stages: str, in_domain: bool = False) -> str:
+    """The override that evaluates the held-out set at ``stages`` and no other set (``in_domain``: also the
+    validation questions, from the training set's own domains, at the same stages)."""
+    sets = {"heldout": "data/text2sql/heldout.parquet"}
+    if in_domain:
+        sets["validation"] = "data/text2sql/validation.parquet"
+    stage_list = ", ".join(stages)
+    body = ", ".join(f"{name}: {{paths: [{path}], stages: [{stage_list}]}}" for name, path in sets.items())
+    return f"data.eval_sets={{{body}}}"
 
 
 def run_variant(name: str, overrides: list[str], run_name: str, common: list[str]) -> float:
@@ -134,12 +144,12 @@ def _change(changes: list[dict[str, Any]], a: str, b: str) -> dict[str, Any] | N
     return next((c for c in changes if c["from"] == a and c["to"] == b), None)
 
 
-def from_model_overrides(model: str) -> list[str]:
+def from_model_overrides(model: str, in_domain: bool = False) -> list[str]:
     """Overrides that start RL from the saved warm-up model ``model`` and evaluate it before RL."""
     return [
         f"trainer.policy.model.path={model}",
         "trainer.sft_warmup.steps=0",
-        heldout_only("before", "after_rl"),
+        stage_evals("before", "after_rl", in_domain=in_domain),
     ]
 
 
@@ -212,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         "--rl-stages-only", action="store_true", help="held-out set after warm-up and RL only"
     )
     parser.add_argument(
+        "--in-domain",
+        action="store_true",
+        help="with --rl-stages-only or --from-model: also score the validation questions (training's domains)",
+    )
+    parser.add_argument(
         "--from-model",
         default=None,
         metavar="DIR",
@@ -242,9 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None:
         common += ["trainer.max_wall_time_s=null", f"trainer.max_steps={args.steps}"]
     if args.from_model:
-        common += from_model_overrides(args.from_model)
+        common += from_model_overrides(args.from_model, in_domain=args.in_domain)
     elif args.rl_stages_only:
-        common.append(RL_STAGES_ONLY)
+        common.append(stage_evals("after_warmup", "after_rl", in_domain=args.in_domain))
     rows = []
     for name in names:
         summary_path = REPO / "runs" / run_names[name] / "summary.json"

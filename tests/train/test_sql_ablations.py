@@ -75,3 +75,14 @@ def test_every_variant_overrides_keys_the_config_knows(ablations):
     for overrides in ablations.VARIANTS.values():
         load_config("sql_cpu", overrides)  # ConfigError on an unknown key or a bad value
     load_config("sql_cpu", ablations.from_model_overrides("runs/warm_model"))
+
+
+def test_in_domain_adds_the_validation_set_at_the_same_stages(ablations):
+    from skyrl_train.config import load_config
+
+    overrides = ablations.from_model_overrides("runs/warm_model", in_domain=True)
+    config = load_config("sql_cpu", overrides)
+    sets = config.data.eval_sets
+    assert set(sets) == {"heldout", "validation"}
+    assert list(sets["validation"].stages) == list(sets["heldout"].stages) == ["before", "after_rl"]
+    assert list(sets["validation"].paths) == ["data/text2sql/validation.parquet"]
