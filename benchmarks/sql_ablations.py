@@ -54,6 +54,14 @@ GROUPS_OF_8 = [
     "generator.max_concurrent_trajectories=32",
 ]
 
+#: training data a variant reads that the main job does not build: folder -> build_compact.py arguments (built
+#: by run_variant when missing). Easy and medium questions of the training domains (the main job trains on
+#: easy ones alone, and half of the held-out set is medium)
+EASY_MEDIUM_DATA = "data/text2sql_easy_medium"
+DATA_BUILDS = {
+    EASY_MEDIUM_DATA: "--levels easy medium --train 512 --validation 64 --heldout 0".split(),
+}
+
 #: variant name -> overrides of sql_cpu (the recipe itself is "main")
 VARIANTS: dict[str, list[str]] = {
     "main": [],
@@ -98,6 +106,9 @@ VARIANTS: dict[str, list[str]] = {
     # g8 sampling hotter: the warm-up leaves ~0.1 nats per token, so a group's samples are often one answer;
     # temperature 1.2 spreads them, for more groups with reward variance
     "g8_hot": [*GROUPS_OF_8, "generator.sampling_params.temperature=1.2"],
+    # warm-up and RL on easy and medium questions (297 of the 512 are medium): the recipe trains on easy ones
+    # only, so neither stage can teach the held-out set's medium half (joins, grouping)
+    "easy_medium": [f"data.train_data=[{EASY_MEDIUM_DATA}/train.parquet]"],
     # larger groups: more chances of reward variance per prompt, fewer prompts per step
     "groups8": [
         "trainer.sft_warmup.steps=6",
@@ -130,6 +141,10 @@ def run_variant(name: str, overrides: list[str], run_name: str, common: list[str
         *common,
         *overrides,
     ]
+    for folder, build_args in DATA_BUILDS.items():
+        if any(folder in o for o in overrides) and not (REPO / folder / "train.parquet").exists():
+            build = [sys.executable, "datasets/sql/build_compact.py", "--out", folder, *build_args]
+            subprocess.run(build, cwd=REPO, check=True)
     print(f"== {name}: {' '.join(command[3:])}", flush=True)
     start = time.perf_counter()
     subprocess.run(command, cwd=REPO, check=True)
