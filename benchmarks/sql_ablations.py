@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
+    if args.in_domain and not (args.from_model or args.rl_stages_only):
+        parser.error("--in-domain needs --rl-stages-only or --from-model (the recipe's own evaluations stay)")
     if args.from_model:
         changes_warmup = [n for n in names if any(o.startswith("trainer.sft_warmup.") for o in VARIANTS[n])]
         if changes_warmup:

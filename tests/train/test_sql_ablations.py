@@ -86,3 +86,9 @@ def test_in_domain_adds_the_validation_set_at_the_same_stages(ablations):
     assert set(sets) == {"heldout", "validation"}
     assert list(sets["validation"].stages) == list(sets["heldout"].stages) == ["before", "after_rl"]
     assert list(sets["validation"].paths) == ["data/text2sql/validation.parquet"]
+
+
+def test_in_domain_without_stage_overrides_is_refused(ablations, capsys):
+    with pytest.raises(SystemExit):
+        ablations.main(["--in-domain", "--table-only"])
+    assert "--in-domain needs" in capsys.readouterr().err
