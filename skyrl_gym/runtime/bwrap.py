@@ -23,7 +23,8 @@ caller, even when it is SIGKILLed); cgroups left by a killed caller are swept wh
 
 The sandbox's first process reports on a pipe of its own that it started; a run whose sandbox never got that far
 (no namespace could be created, a mount failed) is a start failure of the machinery (``exit_code`` ``None``),
-never the program's output.
+never the program's output. The command never holds that pipe (nor any descriptor above 2 but those it opens):
+the first process closes its copies before starting it, so the code cannot fake or swallow the signal.
 """
 
 from __future__ import annotations
@@ -67,13 +68,30 @@ def init_command(start_fd: int, max_processes: int | None) -> list[str]:
     process of a PID namespace ignores signals it has no handler for), and exits with its status (128 + N for a
     command killed by signal N). With ``max_processes``, ``prlimit`` sets ``RLIMIT_NPROC`` first, inside the
     sandbox's user namespace.
+
+    The shell closes the start pipe right after writing its byte, and every other descriptor above 2 it
+    inherited, before the command starts: the command gets no copy, and the first process keeps none that the
+    command could reopen through ``/proc/1/fd`` (Linux reopens a pipe there in either direction), so the code
+    can neither swallow the byte nor fake it. bash, not dash: dash only redirects single-digit descriptors.
     """
-    # dash only redirects to single-digit descriptors: write through /proc instead
-    script = f'printf . >/proc/self/fd/{start_fd}; "$@"; exit $?'
-    shell = ["/bin/sh", "-c", script, "sandbox-init"]
+    script = (
+        f"printf . >&{start_fd}; exec {start_fd}>&-; "
+        'for fd in /proc/self/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && exec {fd}>&-; done; '
+        '"$@"; exit $?'
+    )
+    shell = [_bash(), "-c", script, "sandbox-init"]
     if max_processes is None:
         return shell
     return ["/usr/bin/prlimit", f"--nproc={max_processes}:{max_processes}", "--", *shell]
+
+
+@functools.lru_cache(maxsize=1)
+def _bash() -> str:
+    """The path of bash inside the sandbox (which sees the host's ``/usr`` and ``/bin``)."""
+    for candidate in ("/bin/bash", "/usr/bin/bash"):
+        if os.path.exists(candidate):
+            return candidate
+    raise OSError("sandboxes need bash (Debian/Ubuntu: apt-get install bash)")
 
 
 PASSWD = f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{WORKDIR}:/bin/sh\n"
@@ -244,8 +262,6 @@ class BwrapSandbox(Sandbox):
             os.set_blocking(start_read, False)
             fds.append(start_write)
             start_fds.append(start_read)
-            if self.as_root:  # the sandbox user reopens it through /proc, which checks the pipe's owner
-                os.fchown(start_write, SANDBOX_UID, SANDBOX_UID)
             nproc = None if self.use_cgroups else limits.max_processes
             args += ["--", *init_command(start_write, nproc), *command]
             if self.use_cgroups:
