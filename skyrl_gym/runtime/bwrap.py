@@ -73,11 +73,14 @@ def init_command(start_fd: int, max_processes: int | None) -> list[str]:
     inherited, before the command starts: the command gets no copy, and the first process keeps none that the
     command could reopen through ``/proc/1/fd`` (Linux reopens a pipe there in either direction), so the code
     can neither swallow the byte nor fake it. bash, not dash: dash only redirects single-digit descriptors.
+    The first process keeps the command's stderr as its descriptor 3 (its own stderr goes to ``/dev/null``):
+    a pipe the command holds anyway.
     """
     script = (
         f"printf . >&{start_fd}; exec {start_fd}>&-; "
         'for fd in /proc/self/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && exec {fd}>&-; done; '
-        '"$@"; exit $?'
+        # bash reports a command killed by a signal on its stderr ("line 1: 2 Killed"): not the command's output
+        'exec 3>&2 2>/dev/null; "$@" 2>&3 3>&-; exit $?'
     )
     shell = [_bash(), "-c", script, "sandbox-init"]
     if max_processes is None:
