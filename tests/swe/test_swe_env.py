@@ -155,8 +155,11 @@ def test_named_outcomes(bwrap):
     backend = make_backend("bwrap", instance, BackendSettings(test_timeout_s=120))
     backend.start()
     assert backend.verify(
-        patch="diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+        patch=f"diff --git a/{module} b/{module}\n--- a/{module}\n+++ b/{module}\n@@ -1 +1 @@\n-no such line\n+b\n"
     ).outcome == ("patch_failed")
+    # a file outside the source folders is dropped (not applied), and named
+    dropped = backend.verify(patch="diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert dropped.outcome == "unresolved" and "x.py" in dropped.note
     assert backend.verify(patch=instance.fix_patch).outcome == "resolved"
     backend.close()
 

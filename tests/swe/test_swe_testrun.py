@@ -136,8 +136,14 @@ def test_a_run_past_its_timeout_is_named(tmp_path):
 
 def test_shell_line_carries_the_plugin_the_report_and_the_timeout(tmp_path):
     line = test_shell_command("python3 -m pytest tests", "/tmp/my report.json", "/opt/plugin", 30.5)
-    assert line.startswith("PYTHONPATH=/opt/plugin SKYRL_PYTEST_REPORT='/tmp/my report.json' ")
-    assert "timeout -k 5 31 python3 -m pytest tests -p skyrl_swe_report" in line
+    assert line.startswith("SKYRL_PYTEST_REPORT='/tmp/my report.json' timeout -k 5 31 env ")
+    # a plain pytest command runs in a clean interpreter through the runner, with the plugin named
+    assert "python3 -I /opt/plugin/skyrl_clean_pytest.py /opt/plugin skyrl_swe_report -- tests" in line
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" in line and "-u PYTHONPATH" in line
+    # another command runs as written, the plugin on PYTHONPATH, autoload off all the same
+    other = test_shell_command("make check", "r.json", "/opt/plugin", 10)
+    assert "PYTHONPATH=/opt/plugin" in other and "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" in other
+    assert other.endswith("timeout -k 5 10 make check -p skyrl_swe_report")
     with pytest.raises(ValueError, match="timeout_s"):
         test_shell_command("python3 -m pytest", "r.json", "/p", 0)
     path = write_plugin(tmp_path)

@@ -39,6 +39,7 @@ from typing import Any
 
 from skyrl_gym.envs.swe import repos, testrun
 from skyrl_gym.envs.swe.instance import KIND_SWEBENCH, KIND_SYNTH, SWEInstance, image_for
+from skyrl_gym.integrity import safe_extract, screen_diff, scrub_history_script
 
 __all__ = [
     "BACKENDS",
@@ -54,8 +55,9 @@ __all__ = [
     "make_backend",
 ]
 
-OUTCOMES = ("resolved", "unresolved", "patch_failed", "test_timeout", "infra_error")
-"""The named outcomes of a verification; only ``resolved`` earns 1.0."""
+OUTCOMES = ("resolved", "unresolved", "patch_failed", "rejected", "test_timeout", "infra_error")
+"""The named outcomes of a verification; only ``resolved`` earns 1.0. ``rejected``: the diff changes test
+machinery (see :mod:`skyrl_gym.integrity.diffscreen`); like ``unresolved``, a score of 0, never an error."""
 PYTEST_CONFIG_FILES = ("pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 """Configuration read by pytest at the repository root: an agent's change there could switch tests off."""
 EPISODE_COMMIT_MESSAGE = "task"
@@ -142,11 +144,44 @@ def hidden_paths(instance: SWEInstance) -> list[str]:
     return sorted(found)
 
 
+def source_dirs(instance: SWEInstance) -> tuple[str, ...]:
+    """Where a fix may change files: the row's ``source_dirs``, a pinned project's, else the top-level folders
+    (or files) of the known fix; empty (anywhere) when none of them is known."""
+    given = instance.row.get("source_dirs") if isinstance(instance.row, dict) else None
+    if isinstance(given, (list, tuple)) and all(isinstance(p, str) and p for p in given):
+        return tuple(p.strip("/") for p in given)
+    project = _project(instance)
+    if project is not None and project.source_dirs:
+        return tuple(project.source_dirs)
+    from skyrl_gym.integrity import split_diff
+
+    tops = {d.path.split("/", 1)[0] for d in split_diff(instance.fix_patch or instance.bug_patch)}
+    return tuple(sorted(tops))
+
+
+def test_patch_paths(instance: SWEInstance) -> list[str]:
+    """The files a row's ``test_patch`` changes: the agent's diff leaves them alone, so that the test patch
+    always applies on top of it (a fix that touched them could otherwise end verification in error)."""
+    from skyrl_gym.integrity import split_diff
+
+    return sorted({d.path for d in split_diff(instance.test_patch)})
+
+
 def diff_pathspecs(instance: SWEInstance) -> list[str]:
     """Pathspecs of the agent's diff: everything but tests, their folders, ``conftest.py`` files and pytest's
     configuration files at the root (a change to any of them could make the tests pass without a fix)."""
-    excluded = {*hidden_paths(instance), *instance.test_dirs, *PYTEST_CONFIG_FILES}
-    return [".", *(f":(exclude,literal){p}" for p in sorted(excluded)), ":(exclude,glob)**/conftest.py"]
+    excluded = {
+        *hidden_paths(instance),
+        *instance.test_dirs,
+        *PYTEST_CONFIG_FILES,
+        *test_patch_paths(instance),
+    }
+    return [
+        ".",
+        *(f":(exclude,literal){p}" for p in sorted(excluded)),
+        ":(exclude,glob)**/conftest.py",
+        ":(exclude,glob)**/__pycache__/**",
+    ]
 
 
 def _git_prefix() -> str:
@@ -161,7 +196,8 @@ def prepare_script(
     on stdin when ``apply_bug``. Exit codes: 10 the bug patch does not apply, 11 HEAD is not ``base_commit``.
 
     With ``episode`` the hidden files go and the history is replaced by one commit of what is left; with
-    ``trusted`` a copy of that git folder is kept there. It prints ``TREE <sha>`` of the final tree.
+    ``trusted`` a copy of that git folder is kept there. Without ``episode`` (a copy to verify in) it checks
+    that the working tree is exactly the commit (exit 12 otherwise). It prints ``TREE <sha>`` of the final tree.
     """
     # a copied work folder (a container's volume) has new file times: refresh them, or git sees every file changed
     lines = ["set -eu", _git_prefix(), "$G update-index -q --refresh >/dev/null 2>&1 || true"]
@@ -177,7 +213,6 @@ def prepare_script(
             f'{{ echo "HEAD is $head, not base_commit {instance.base_commit}" >&2; exit 11; }}'
         )
     if episode:
-        listing = '"$listing"'  # a file of its own: set-ups of other episodes may run beside this one
         if hide:
             paths = " ".join(shlex.quote(p) for p in hidden_paths(instance))
             if paths:
@@ -185,17 +220,15 @@ def prepare_script(
                 lines.append(
                     f"GIT_LITERAL_PATHSPECS=1 $G rm -r -q --cached --ignore-unmatch -- {paths} >/dev/null"
                 )
-        lines += [
-            "listing=$(mktemp)",
-            f"$G ls-files -z > {listing}",
-            "rm -rf .git",
-            "$G init -q",
-            f"GIT_LITERAL_PATHSPECS=1 $G add -f --pathspec-from-file={listing} --pathspec-file-nul",
-            f"rm -f {listing}",
-            repos.commit_shell_command(EPISODE_COMMIT_MESSAGE),
-        ]
+        lines.append(scrub_history_script("$G", repos.commit_shell_command(EPISODE_COMMIT_MESSAGE)))
         if trusted:
             lines.append(f"rm -rf {shlex.quote(trusted)} && cp -a .git {shlex.quote(trusted)}")
+    else:
+        # a copy to verify in holds the commit and nothing else: no untracked conftest.py, no changed file
+        lines.append(
+            'dirty=$($G status --porcelain --untracked-files=all | head -5); [ -z "$dirty" ] || '
+            '{ echo "the fresh copy is not clean: $dirty" >&2; exit 12; }'
+        )
     lines.append("echo TREE $($G rev-parse 'HEAD^{tree}')")
     return "\n".join(lines) + "\n"
 
@@ -208,6 +241,8 @@ def diff_script(instance: SWEInstance, trusted: str, tree: str, worktree: str) -
     return (
         f"set -eu\n{_git_prefix()}"
         f"export GIT_DIR={shlex.quote(trusted)} GIT_WORK_TREE={shlex.quote(worktree)} GIT_INDEX_FILE={index}\n"
+        # nothing of the agent's can make git run a command: no hooks, no fsmonitor, no filter driver config
+        'G="$G -c core.hooksPath=/dev/null -c core.fsmonitor=false"\n'
         f"cd {shlex.quote(worktree)}\n"
         f"rm -f {index}\n$G read-tree {shlex.quote(tree)}\n$G add -A\n"
         f"$G diff --cached --binary --no-color --no-ext-diff --no-renames --full-index {shlex.quote(tree)} "
@@ -216,6 +251,9 @@ def diff_script(instance: SWEInstance, trusted: str, tree: str, worktree: str) -
 
 
 APPLY_SCRIPT = _git_prefix() + "$G apply --whitespace=nowarn -\n"
+_DROP_BYTECODE = (
+    "find . \\( -name __pycache__ -o -name '*.pyc' \\) -prune -exec rm -rf {} + 2>/dev/null || true\n"
+)
 
 
 def _tree_of(output: str) -> str:
@@ -301,7 +339,10 @@ class SWEBackend(ABC):
     def verify(self, patch: str | None = None) -> Verdict:
         """Verify the episode: the agent's diff (or ``patch`` when given) on a fresh copy, the suite, the grade.
 
-        An infrastructure failure comes back as the ``infra_error`` outcome with its reason in ``note``.
+        The diff is screened first (:func:`~skyrl_gym.integrity.screen_diff`): only files under the source
+        folders are applied, and one that touches test machinery is ``rejected`` (a score of 0, its reason in
+        ``note``). An infrastructure failure comes back as the ``infra_error`` outcome with its reason in
+        ``note``.
         """
         try:
             if patch is None:
@@ -309,7 +350,16 @@ class SWEBackend(ABC):
                 patch, why = self.agent_diff()
                 if patch is None:
                     return Verdict("patch_failed", note=why)
-            return self._verify_patch(patch)
+            screened = screen_diff(
+                patch, source_dirs(self.instance), excluded=test_patch_paths(self.instance)
+            )
+            if screened.violation:
+                return Verdict("rejected", patch=patch, note=screened.note)
+            verdict = self._verify_patch(screened.patch)
+            verdict.patch = patch
+            if screened.dropped:
+                verdict.note = "; ".join(n for n in (verdict.note, screened.note) if n)
+            return verdict
         except InfraError as exc:
             return Verdict("infra_error", patch=patch or "", note=str(exc))
         except Exception as exc:  # an engine or a sandbox that failed is the machinery's failure
@@ -330,6 +380,7 @@ class SWEBackend(ABC):
                 applied = copy.script(APPLY_SCRIPT, stdin=instance.test_patch, timeout_s=120)
                 if not applied.ok:
                     raise InfraError(f"the row's test_patch does not apply: {applied.stderr[-1000:]}")
+            copy.script(_DROP_BYTECODE, timeout_s=60)  # nothing stale is imported in place of the source
             timeout = self.settings.test_timeout_s
             line = testrun.test_shell_command(
                 _python_command(instance.command()), copy.report_path, copy.plugin_dir, timeout
@@ -448,7 +499,7 @@ def ensure_image(instance: SWEInstance, template: str | None = None, engine: Any
 
 class _ContainerCopy(_Copy):
     plugin_dir = "/tmp/.skyrl-swe-plugin"
-    report_path = "/tmp/.skyrl-swe-plugin/report.json"
+    report_path = "/tmp/.skyrl-swe-report/report.json"
 
     def __init__(self, container: Any):
         self.container = container
@@ -463,11 +514,42 @@ class _ContainerCopy(_Copy):
         return _Run(result.exit_code, result.stdout, result.stderr, result.timed_out)
 
     def tests(self, line: str, timeout_s: float) -> tuple[_Run, str | None]:
-        folder = self.plugin_dir.rsplit("/", 1)[-1]
-        self.container.put_files({f"{folder}/{testrun.PLUGIN_MODULE}.py": testrun.PLUGIN_SOURCE}, dest="/tmp")
+        from skyrl_gym.runtime.docker.archives import _tar
+
+        # the plugin and runner belong to root (the tests run as the container's user, who cannot change them)
+        folder = shlex.quote(self.plugin_dir)
+        installed = self.container.exec(
+            ["sh", "-c", f"rm -rf {folder} && mkdir -m 755 {folder} && tar -x -m --no-same-owner -C {folder} -f -"],
+            stdin=_tar(testrun.plugin_files(), 0o644), user="0:0", timeout_s=60,
+        )  # fmt: skip
+        if not installed.ok:
+            raise InfraError(f"the report plugin could not be installed: {installed.stderr[-500:]}")
+        self.container.exec(["mkdir", "-p", self.report_path.rsplit("/", 1)[0]], timeout_s=30)
         run = self.script(line, timeout_s=timeout_s + 30)
         raw = self.container.get_file(self.report_path, max_bytes=64 * 1024 * 1024)
         return run, None if raw is None else raw.decode("utf-8", errors="replace")
+
+
+def _snapshot(container: Any, folder: str, dest: Path, max_bytes: int) -> None:
+    """``folder`` of the container unpacked into ``dest`` on this machine, the container paused meanwhile (so
+    that nothing left running in it can change the files while they are read); links are never followed."""
+    api = container.engine.api
+    api.pause(container.id)
+    try:
+        stream, _ = api.get_archive(container.id, folder)
+        chunks, size = [], 0
+        for chunk in stream:
+            size += len(chunk)
+            if size > max_bytes:
+                raise _TooLarge(f"the repository is larger than {max_bytes // (1024 * 1024)} MB")
+            chunks.append(chunk)
+    finally:
+        api.unpause(container.id)
+    safe_extract(b"".join(chunks), dest, strip=1, max_bytes=max_bytes)
+
+
+class _TooLarge(ValueError):
+    """The agent's files are larger than a verification reads."""
 
 
 class DockerBackend(SWEBackend):
@@ -480,7 +562,8 @@ class DockerBackend(SWEBackend):
         self.container: Any = None
         self.shell: Any = None
         self.image = ""
-        self._trusted = "/tmp/.skyrl-swe-episode.git"
+        self._host: Path | None = None
+        """A folder of this machine: the starting commit's git folder (``t0/.git``) and the agent's files."""
         self._lock = threading.Lock()
 
     @property
@@ -505,10 +588,7 @@ class DockerBackend(SWEBackend):
 
     def _prepare(self, container: Any, episode: bool) -> str:
         instance = self.instance
-        script = prepare_script(
-            instance, apply_bug=bool(instance.bug_patch), hide=True, episode=episode,
-            trusted=self._trusted if episode else None,
-        )  # fmt: skip
+        script = prepare_script(instance, apply_bug=bool(instance.bug_patch), hide=True, episode=episode)
         result = container.exec(["bash", "-c", script], stdin=instance.bug_patch or None, timeout_s=300)
         if not result.ok:
             raise InfraError(
@@ -531,6 +611,13 @@ class DockerBackend(SWEBackend):
         with self._lock:
             self.container = container
         self.tree = self._prepare(container, episode=True)
+        # the starting commit's git folder is kept on this machine, before the agent runs anything
+        self._host = Path(tempfile.mkdtemp(prefix="skyrl-swe-docker-"))
+        (self._host / "t0").mkdir()
+        try:
+            _snapshot(container, self.workdir, self._host / "t0", self._max_bytes())
+        except Exception as exc:
+            raise InfraError(f"the starting repository could not be copied out: {exc}") from exc
         self.shell = container.shell(max_output_bytes=max(4096, self.settings.max_output_chars * 4))
         self.setup_s = time.monotonic() - begin
 
@@ -545,10 +632,23 @@ class DockerBackend(SWEBackend):
         if self.container is not None:
             self.container.kill_commands()
 
+    def _max_bytes(self) -> int:
+        return (self.settings.disk_mb + 64) * 1024 * 1024
+
     def _diff_run(self) -> _Run:
-        return _ContainerCopy(self.container).script(
-            diff_script(self.instance, self._trusted, self.tree, self.workdir), timeout_s=300
-        )
+        """The diff, taken on this machine: the agent's work folder copied out of the paused container, read
+        with the starting commit's git folder kept since set-up (nothing in the container takes part)."""
+        assert self._host is not None and self.container is not None
+        work = Path(tempfile.mkdtemp(dir=self._host, prefix="agent-"))
+        try:
+            _snapshot(self.container, self.workdir, work, self._max_bytes())
+        except (_TooLarge, ValueError) as exc:
+            return _Run(1, "", str(exc))
+        except Exception as exc:
+            return _Run(None, "", f"{type(exc).__name__}: {exc}")
+        _remove(work / ".git")  # the agent's own git folder is never read
+        trusted = self._host / "t0" / ".git"
+        return _host_script(diff_script(self.instance, str(trusted), self.tree, str(work)), self._host)
 
     def _fresh(self) -> Any:
         backend = self
@@ -571,11 +671,14 @@ class DockerBackend(SWEBackend):
     def close(self) -> None:
         with self._lock:
             container, self.container = self.container, None
+            host, self._host = self._host, None
         if self.shell is not None:
             self.shell.close()
             self.shell = None
         if container is not None:
             container.remove()
+        if host is not None:
+            shutil.rmtree(host, ignore_errors=True)
 
     def abandon(self) -> None:
         """Remove the container in the background (whatever runs in it stops at once)."""
@@ -619,39 +722,103 @@ def _clean_copy(instance: SWEInstance, dest: Path) -> None:
     shutil.copytree(source, dest, symlinks=True)
 
 
+def _remove(path: Path) -> None:
+    """Remove ``path`` whatever it is (a link is removed, never followed)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _host_script(text: str, cwd: Path, stdin: str = "", timeout_s: float = 300) -> _Run:
     try:
         proc = subprocess.run(
             ["bash", "-c", text], cwd=cwd, input=stdin, capture_output=True, text=True, errors="surrogateescape",
-            timeout=timeout_s, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd), "LANG": "C.UTF-8"},
+            timeout=timeout_s, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"},
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         return _Run(None, str(exc.stdout or ""), str(exc.stderr or ""), timed_out=True)
     return _Run(proc.returncode, proc.stdout, proc.stderr)
 
 
+_plugin_host_dir: Path | None = None
+_plugin_lock = threading.Lock()
+
+
+def _plugin_folder() -> Path:
+    """This process's folder of the report plugin and the clean runner, shown read-only in the sandbox at the
+    same path: outside the copy's work folder, so nothing in the diff can sit beside them or replace them."""
+    global _plugin_host_dir
+    with _plugin_lock:
+        if _plugin_host_dir is None or not _plugin_host_dir.is_dir():
+            folder = Path(tempfile.mkdtemp(prefix="skyrl-swe-plugin-"))
+            folder.chmod(0o755)  # the sandbox's user reads it
+            testrun.write_plugin(folder)
+            import atexit
+
+            atexit.register(shutil.rmtree, folder, True)
+            _plugin_host_dir = folder
+        return _plugin_host_dir
+
+
+_EXIT_MARKER = "\x1eSKYRL-SWE-TESTS-EXIT "
+_REPORT_IN_SANDBOX = "/tmp/.skyrl-swe-report/report.json"
+# The copy arrives as a tar on stdin; the tests' output goes to stderr; stdout carries only the exit code and
+# the report. Nothing is copied back: what the tests leave in the folder (links, fifos) never reaches the host.
+_TESTS_SCRIPT = (
+    "tar -x -m -f - 2>/dev/null\n"
+    "mkdir -p /tmp/.skyrl-swe-report /tmp/.skyrl-home\n"
+    "{line} </dev/null 1>&2\n"
+    "code=$?\n"
+    "printf '\\036SKYRL-SWE-TESTS-EXIT %s\\n' \"$code\"\n"
+    "base64 -w0 < {report} 2>/dev/null\n"
+)
+
+
 class _FolderCopy(_Copy):
-    plugin_dir = "/work/.skyrl-swe"
-    report_path = "/work/.skyrl-swe/report.json"
+    report_path = _REPORT_IN_SANDBOX
 
     def __init__(self, root: Path, sandbox: Any, memory_mb: int):
         self.root = root
         self.sandbox = sandbox
         self.memory_mb = memory_mb
+        self.plugin_dir = str(_plugin_folder())
 
     def script(self, text: str, *, stdin: str = "", timeout_s: float = 60) -> _Run:
         return _host_script(text, self.root, stdin, timeout_s)
 
     def tests(self, line: str, timeout_s: float) -> tuple[_Run, str | None]:
-        from skyrl_gym.tools.workspace import LocalDirWorkspace
+        import base64
+        import io
+        import tarfile
 
-        testrun.write_plugin(self.root / ".skyrl-swe")
-        workspace = LocalDirWorkspace(self.root, sandbox=self.sandbox, memory_mb=self.memory_mb,
-                                      max_output_chars=20_000)  # fmt: skip
-        result = workspace.run(line, timeout_s=timeout_s + 5)
-        report = self.root / ".skyrl-swe" / "report.json"
-        run = _Run(result.exit_code, result.output, "", result.timed_out)
-        return run, report.read_text(encoding="utf-8", errors="replace") if report.is_file() else None
+        from skyrl_gym.runtime import Limits
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            archive.add(self.root, arcname=".")  # our own fresh copy: links are stored, never followed
+        data = buffer.getvalue()
+        size_mb = max(64, 4 * len(data) // (1024 * 1024) + 16)
+        limits = Limits(
+            timeout_s=timeout_s + 15, memory_mb=self.memory_mb, max_processes=128, max_file_mb=size_mb,
+            max_output_bytes=64 * 1024 * 1024,
+        )  # fmt: skip
+        script = _TESTS_SCRIPT.format(line=line, report=_REPORT_IN_SANDBOX)
+        result = self.sandbox.run(
+            ["/bin/bash", "-c", script], stdin=data, limits=limits, env={"HOME": "/tmp/.skyrl-home"}
+        )
+        output = result.stderr[-20_000:]
+        if result.exit_code is None and not result.timed_out:
+            return _Run(None, "", output or "the sandbox could not start the tests"), None
+        marker = result.stdout.rfind(_EXIT_MARKER)
+        if marker < 0 or result.timed_out:
+            return _Run(None, "", output, timed_out=True), None
+        code_text, _, payload = result.stdout[marker + len(_EXIT_MARKER) :].partition("\n")
+        code = int(code_text) if code_text.strip().lstrip("-").isdigit() else None
+        report = (
+            base64.b64decode(payload.strip()).decode("utf-8", errors="replace") if payload.strip() else None
+        )
+        return _Run(code, output, ""), report
 
 
 _sandboxes: dict[float, Any] = {}
@@ -667,6 +834,8 @@ class BwrapBackend(SWEBackend):
     def __init__(self, instance: SWEInstance, settings: BackendSettings):
         super().__init__(instance, settings)
         self.root: Path | None = None
+        self._trusted_root: Path | None = None
+        """The starting commit's git folder, in a folder of its own (never beside the agent's repository)."""
         self._workspace: Any = None
         self._sandbox: Any = None
 
@@ -682,7 +851,9 @@ class BwrapBackend(SWEBackend):
                 if sandbox is None:
                     from skyrl_gym.runtime import make_sandbox
 
-                    sandbox = _sandboxes[self.settings.cpus] = make_sandbox("bwrap", cpus=self.settings.cpus)
+                    sandbox = _sandboxes[self.settings.cpus] = make_sandbox(
+                        "bwrap", cpus=self.settings.cpus, ro_paths=[str(_plugin_folder())]
+                    )
             self._sandbox = sandbox
         return self._sandbox
 
@@ -693,8 +864,13 @@ class BwrapBackend(SWEBackend):
         self.root = Path(tempfile.mkdtemp(prefix="skyrl-swe-"))
         repo = self.root / "repo"
         _clean_copy(self.instance, repo)
+        self._trusted_root = Path(tempfile.mkdtemp(prefix="skyrl-swe-trusted-"))
         script = prepare_script(
-            self.instance, apply_bug=True, hide=True, episode=True, trusted=str(self.root / "episode.git")
+            self.instance,
+            apply_bug=True,
+            hide=True,
+            episode=True,
+            trusted=str(self._trusted_root / "episode.git"),
         )
         result = _host_script(script, repo, stdin=self.instance.bug_patch)
         if not result.ok:
@@ -716,10 +892,13 @@ class BwrapBackend(SWEBackend):
 
     def _diff_run(self) -> _Run:
         assert self.root is not None
+        assert self._trusted_root is not None
+        if not (self.root / "repo").is_dir():  # the agent's commands only ever change what is inside it
+            raise InfraError(f"the episode's repository {self.root / 'repo'} is gone")
         script = diff_script(
-            self.instance, str(self.root / "episode.git"), self.tree, str(self.root / "repo")
+            self.instance, str(self._trusted_root / "episode.git"), self.tree, str(self.root / "repo")
         )
-        return _host_script(script, self.root)
+        return _host_script(script, self._trusted_root)
 
     def _fresh(self) -> Any:
         backend = self
@@ -745,9 +924,11 @@ class BwrapBackend(SWEBackend):
 
     def close(self) -> None:
         root, self.root = self.root, None
+        trusted, self._trusted_root = self._trusted_root, None
         self._workspace = None
-        if root is not None:
-            shutil.rmtree(root, ignore_errors=True)
+        for folder in (root, trusted):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def abandon(self) -> None:
         """Nothing to stop from outside: a command's sandbox dies with its timeout."""

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skyrl_gym.integrity.runner import CLEAN_ENV, RUNNER_MODULE, RUNNER_SOURCE, clean_pytest_command
+
 __all__ = [
     "DEBIAN_PYTHON",
     "OUTCOMES",
@@ -41,6 +43,7 @@ __all__ = [
     "TestRun",
     "grade",
     "parse_report",
+    "plugin_files",
     "run_tests",
     "test_shell_command",
     "write_plugin",
@@ -121,17 +124,24 @@ class ReportError(ValueError):
 def test_shell_command(test_command: str, report_path: str, plugin_dir: str, timeout_s: float) -> str:
     """One bash line that runs ``test_command`` with the report plugin, under ``timeout``.
 
-    ``plugin_dir`` holds ``skyrl_swe_report.py`` (see :func:`write_plugin`) and ``report_path`` is where the
-    report goes, both as seen by the shell that runs the line (a container's or the sandbox's paths). Byte
-    code is not written, so a run leaves no ``__pycache__`` in the repository and never reads a stale one.
-    The line exits 124 (or 137) when the run outlasts ``timeout_s``.
+    ``plugin_dir`` holds ``skyrl_swe_report.py`` and the clean runner (see :func:`write_plugin`) and
+    ``report_path`` is where the report goes, both as seen by the shell that runs the line (a container's or
+    the sandbox's paths). A plain pytest command runs through :func:`~skyrl_gym.integrity.runner.
+    clean_pytest_command` (``python3 -I``, plugin autoload off, the plugin imported before the repository's
+    code); another command runs as written with the plugin on ``PYTHONPATH`` and autoload off. Byte code is
+    not written, so a run leaves no ``__pycache__`` in the repository and never reads a stale one. The line
+    exits 124 (or 137) when the run outlasts ``timeout_s``.
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     seconds = max(1, math.ceil(timeout_s))
+    report = f"SKYRL_PYTEST_REPORT={shlex.quote(report_path)}"
+    clean = clean_pytest_command(test_command, plugin_dir, PLUGIN_MODULE)
+    if clean is not None:
+        return f"{report} timeout -k 5 {seconds} {clean}"
     return (
-        f"PYTHONPATH={shlex.quote(plugin_dir)} SKYRL_PYTEST_REPORT={shlex.quote(report_path)} "
-        f"PYTHONDONTWRITEBYTECODE=1 timeout -k 5 {seconds} {test_command} -p {PLUGIN_MODULE}"
+        f"{report} PYTHONPATH={shlex.quote(plugin_dir)} {CLEAN_ENV} "
+        f"timeout -k 5 {seconds} {test_command} -p {PLUGIN_MODULE}"
     )
 
 
@@ -212,13 +222,18 @@ def grade(outcomes: Mapping[str, str], fail_to_pass: Sequence[str], pass_to_pass
     return result
 
 
+def plugin_files() -> dict[str, str]:
+    """The report plugin and the clean runner, by file name (what a plugin folder holds)."""
+    return {f"{PLUGIN_MODULE}.py": PLUGIN_SOURCE, f"{RUNNER_MODULE}.py": RUNNER_SOURCE}
+
+
 def write_plugin(folder: str | os.PathLike) -> Path:
-    """Write the report plugin as ``folder/skyrl_swe_report.py``; return its path."""
+    """Write the report plugin (``folder/skyrl_swe_report.py``) and the clean runner; return the plugin's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{PLUGIN_MODULE}.py"
-    path.write_text(PLUGIN_SOURCE, encoding="utf-8")
-    return path
+    for name, text in plugin_files().items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder / f"{PLUGIN_MODULE}.py"
 
 
 @dataclass
@@ -261,7 +276,9 @@ def run_tests(
         if python and test_command.startswith("python3 "):
             test_command = shlex.quote(python) + test_command[len("python3") :]
         line = test_shell_command(test_command, str(report), tmp, timeout_s)
-        run_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+        run_env = {
+            k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+        }
         run_env["SKYRL_PYTEST_MESSAGES"] = str(messages)
         run_env.update(env or {})
 
