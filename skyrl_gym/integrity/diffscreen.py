@@ -30,9 +30,10 @@ __all__ = ["MACHINERY_MARKERS", "Screened", "screen_diff", "split_diff"]
 MACHINERY_MARKERS: tuple[tuple[str, str], ...] = (
     (r"\b_?pytest\b|\bpluggy\b|\bpytest11\b", "names pytest"),
     (
-        r"\bsys\s*\.\s*(meta_path|path_hooks|path_importer_cache|modules|settrace|setprofile|_getframe)\b",
+        r"\b(meta_path|path_hooks|path_importer_cache|settrace|setprofile|_getframe)\b|\.\s*modules\b"
+        r"|\bimport\s+sys\s+as\b|\bfrom\s+sys\s+import\b",
         "changes the import system or walks frames",
-    ),  # fmt: skip
+    ),
     (r"\b(importlib|__import__|builtins|__builtins__)\b", "imports by name or changes builtins"),
     (r"\batexit\b|\bos\s*\.\s*_exit\b|\bsignal\s*\.\s*signal\b", "acts at interpreter exit"),
     (
@@ -40,6 +41,10 @@ MACHINERY_MARKERS: tuple[tuple[str, str], ...] = (
         "walks the interpreter's objects or frames",
     ),  # fmt: skip
     (r"\b(exec|eval|compile)\s*\(", "runs code built at run time"),
+    (
+        r"\b(globals|vars|locals)\s*\(|__(dict|globals|subclasses|code|closure|getattribute|loader|spec)__",
+        "reaches objects by name at run time",
+    ),  # fmt: skip
     (r"\bctypes\b|\bcffi\b|\bmarshal\b", "loads native or serialized code"),
     (r"/proc/|\bSKYRL_|skyrl_swe_report|report\.json|\bjunitxml\b", "reaches the report or the process"),
 )
@@ -192,6 +197,8 @@ def screen_diff(
             result.violation = f"{diff.path} is {problem}"
             continue
         for line in diff.added_lines():
+            if line.lstrip().startswith("#"):  # a comment runs nothing (code built from text needs exec/eval)
+                continue
             for expr, why in compiled:
                 if expr.search(line):
                     result.violation = f"{diff.path} {why}: {line.strip()[:120]!r}"

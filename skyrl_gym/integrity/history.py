@@ -76,9 +76,10 @@ def history_problems(repo: str | os.PathLike, env: Mapping[str, str] | None = No
         problems.append(HistoryProblem("branches", ", ".join(heads)))
     for remote in _git(repo, ["remote"], env).split():
         problems.append(HistoryProblem("remote", remote))
-    reflog = _git(repo, ["reflog", "--all"], env).splitlines()
-    if len(reflog) > 1:
-        problems.append(HistoryProblem("reflog", f"{len(reflog)} entries"))
+    head = _git(repo, ["rev-parse", "HEAD"], env).strip()
+    logged = set(_git(repo, ["reflog", "--all", "--format=%H"], env).split()) - {head}
+    if logged:
+        problems.append(HistoryProblem("reflog", f"{len(logged)} other commits in the reflog"))
     unreachable = _git(repo, ["fsck", "--unreachable", "--no-reflogs", "--no-progress"], env).splitlines()
     unreachable = [line for line in unreachable if line.startswith("unreachable ")]
     if unreachable:

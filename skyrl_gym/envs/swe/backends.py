@@ -730,6 +730,17 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _forget_clean(instance: SWEInstance) -> None:
+    """Drop the cached clean repository of the instance's project: the next copy makes it anew."""
+    project = _project(instance)
+    if project is None:
+        return
+    with _clean_lock:
+        source = _clean.pop(project.key, None)
+    if source is not None:
+        shutil.rmtree(source, ignore_errors=True)
+
+
 def _host_script(text: str, cwd: Path, stdin: str = "", timeout_s: float = 300) -> _Run:
     try:
         proc = subprocess.run(
@@ -907,9 +918,15 @@ class BwrapBackend(SWEBackend):
             def __enter__(self) -> _FolderCopy:
                 self.folder = Path(tempfile.mkdtemp(prefix="skyrl-swe-verify-"))
                 repo = self.folder / "repo"
-                _clean_copy(backend.instance, repo)
                 script = prepare_script(backend.instance, apply_bug=True, hide=False, episode=False)
-                result = _host_script(script, repo, stdin=backend.instance.bug_patch)
+                for attempt in (1, 2):
+                    _clean_copy(backend.instance, repo)
+                    result = _host_script(script, repo, stdin=backend.instance.bug_patch)
+                    if result.exit_code == 12 and attempt == 1:  # the cached clean repository was changed
+                        _forget_clean(backend.instance)
+                        shutil.rmtree(repo, ignore_errors=True)
+                        continue
+                    break
                 if not result.ok:
                     shutil.rmtree(self.folder, ignore_errors=True)
                     raise InfraError(
