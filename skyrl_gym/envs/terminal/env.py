@@ -11,9 +11,11 @@ The stages are apart, as a dispatcher schedules them:
   exit code and how long it took. A command that runs past ``command_timeout_s`` is interrupted and the shell
   stays usable. ``<submit/>`` (or a ``submit`` tool call) ends the episode; so do ``max_turns`` replies and the
   task's agent timeout (``[agent] timeout_sec``), as truncated;
-- verification (:meth:`TerminalEnv.verify`, run when the episode ends): the agent's processes are killed, the
-  task's ``tests/`` are copied into ``/tests`` (they never enter the container before) and ``tests/test.sh``
-  runs under the task's verifier timeout; the reward is what it wrote to ``/logs/verifier/reward.txt``. Its
+- verification (:meth:`TerminalEnv.verify`, run when the episode ends): every process of the agent's is
+  killed, and the task's ``tests/test.sh`` runs, under the task's verifier timeout, apart from anything the
+  agent could prepare: in a new container holding a copy of the episode's work folder, with new root-owned
+  ``/tests`` (the task's ``tests/``, which never enter the agent's container) and ``/logs``, as root with a
+  clean environment; the reward is what it wrote to ``/logs/verifier/reward.txt``. Its
   time, exit code and reward are reported apart from the steps, in ``metadata["verification"]`` of the last step
   and in :attr:`TerminalEnv.verification`. After ``defer_verification()`` (a runner that schedules verification
   as its own stage) the last step does not verify (reward 0.0, ``metadata["verification"] == "deferred"``) and
@@ -136,9 +138,23 @@ class TerminalEnv(ShellTaskEnv):
         "<bash>mount -t tmpfs x /mnt; chroot / true; echo 1 > /proc/sys/kernel/panic; sudo true</bash>",
         "<bash>(sleep 1000 &) ; nohup sleep 1000 & setsid sleep 1000 &</bash>",
         "<bash>exit 7</bash>",
+        "<bash>mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; chmod 444 /logs/verifier/reward.txt; "
+        "chmod 555 /logs/verifier /logs</bash>",
+        "<bash>d=$(python3 -c 'import site; print(site.getusersitepackages())'); mkdir -p $d; "
+        "echo 'import os; os._exit(0)' > $d/forge.pth</bash>",
+        "<bash>mkdir -p /tests/json; echo 'import os; os._exit(0)' > /tests/json/__init__.py; chmod 555 /tests/json"
+        "</bash>",
+        "<bash>( setsid nohup bash -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' "
+        "</dev/null >/dev/null 2>&1 & ) ; disown -a</bash>",
+        "<bash>touch /tests/x; chmod 555 /tests; dd if=/dev/zero of=/logs/fill bs=1M 2>/dev/null; chmod 555 /logs"
+        "</bash>",
+        "<bash>( setsid bash -c 'while :; do sleep 100000 & done' </dev/null >/dev/null 2>&1 & ) ; sleep 2</bash>",
+        "<bash>kill -9 -1</bash>",
     )
     """Commands the container must contain without failing: fork bomb, memory hog, disk fill, gigabytes of output,
-    network, privileged operations, processes left behind, a shell that exits."""
+    network, privileged operations, processes left behind, a shell that exits; and attacks on the verification:
+    a forged read-only reward, a user-site ``.pth`` and a module shadowing the checker's, a loop rewriting the
+    reward, a read-only and full ``/tests`` and ``/logs``, every process id held, every process killed."""
 
     def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
         super().__init__(env_config, extras)
@@ -323,12 +339,20 @@ class TerminalEnv(ShellTaskEnv):
         return super().evaluate()
 
     def verify(self) -> dict[str, Any]:
-        """Run the task's tests in the episode's container (once; later calls return the same result).
+        """Run the task's tests on what the episode left (once; later calls return the same result).
 
-        The agent's processes are killed first (nothing it left running can touch the result), then ``tests/``
-        is copied to ``/tests`` and ``bash /tests/test.sh`` runs as the task's user under the verifier timeout.
+        Nothing of the agent's can reach the verification: every process of the episode is killed (those that
+        init adopted too, until the container's process listing shows none), then the tests run in a new
+        container of the task's image holding a copy of the episode's work folder (owners and modes kept; the
+        root file system is read-only, so the rest is the image's), with new, root-owned ``/tests`` and
+        ``/logs``, as root (not the agent's user) with only the capabilities that reach the copy's files, a
+        clean environment (``HOME=/root``, ``PYTHONNOUSERSITE=1``, no ``PYTHONPATH``) and no network.
+        ``bash /tests/test.sh`` runs under the verifier timeout.
+
         Returns ``reward`` (from ``/logs/verifier/reward.txt``; 0.0 if it wrote none), ``exit_code``,
-        ``timed_out``, ``duration_s`` and a short ``output`` tail.
+        ``timed_out``, ``oom``, ``duration_s``, a short ``output`` tail and a ``note`` on what the verification
+        met. What the model can cause (a container whose own process it killed, tests that fail or cannot run)
+        is a verification of 0.0 with a note; an engine that fails or an image that is missing raise.
         """
         if self.verification is not None:
             return self.verification
@@ -338,29 +362,57 @@ class TerminalEnv(ShellTaskEnv):
         container = self.container
         if self.shell is not None:
             self.shell.close()
-        container.kill_commands()
-        container.exec("rm -rf /tests/* /tests/.[!.]* /logs/verifier; mkdir -p /logs/verifier", timeout_s=30)
+        notes = []
+        stopped, left = container.stop_all_processes()
+        if stopped or left:
+            notes.append("processes the episode left running were stopped before verification")
+        if left:
+            notes.append(f"{len(left)} of them could not be stopped; the verification ran apart from them")
+        verification: dict[str, Any] = {"reward": 0.0, "exit_code": None, "timed_out": False, "oom": False}
+        box = None
+        if not container.alive():
+            _engine_reachable(container)
+            notes.append("the episode's container stopped before verification (its own process was killed)")
+            verification["output"] = ""
+        else:
+            box = container.verification_copy()  # what fails here is the engine's, never the model's
+        if box is not None:
+            try:
+                outcome = self._run_tests(box)
+            finally:
+                box.remove()
+            reward, note = _read_reward(outcome.pop("reward_raw"))
+            verification.update(outcome, reward=reward)
+            notes.append(note)
+        notes = [n for n in notes if n]
+        if notes:
+            verification["note"] = "; ".join(notes)
+        if self.config.timings:
+            verification["duration_s"] = round(time.monotonic() - begin, 4)
+        self.verification = verification
+        return verification
+
+    def _run_tests(self, box: Any) -> dict[str, Any]:
+        """``tests/`` copied to ``/tests`` of the verification's container, ``bash /tests/test.sh`` run there."""
+        assert self.task is not None
+        box.exec("mkdir -p /logs/verifier", timeout_s=30)
         files = self.task.test_files()
         if files:
-            container.put_files(files, dest="/tests", mode=0o755)
-        result = container.exec(
-            ["bash", "/tests/test.sh"], timeout_s=self.task.verifier_timeout_s, max_output_bytes=64 * 1024
+            box.put_files(files, dest="/tests", mode=0o755)
+        clean = ["env", "-u", "PYTHONPATH", "-u", "PYTHONSTARTUP", "-u", "PYTHONUSERBASE", "-u", "BASH_ENV"]
+        result = box.exec(
+            [*clean, "-u", "ENV", "bash", "/tests/test.sh"],
+            timeout_s=self.task.verifier_timeout_s,
+            max_output_bytes=64 * 1024,
         )
-        raw = container.get_file("/logs/verifier/reward.txt", max_bytes=4096)
-        reward, note = _read_reward(raw)
-        verification: dict[str, Any] = {
-            "reward": reward,
+        box.stop_all_processes(wait_s=2.0)  # nothing the tests started writes after they ended
+        return {
+            "reward_raw": box.get_file("/logs/verifier/reward.txt", max_bytes=4096),
             "exit_code": result.exit_code,
             "timed_out": result.timed_out,
             "oom": result.oom,
             "output": (result.stdout + result.stderr)[-2000:],
         }
-        if note:
-            verification["note"] = note
-        if self.config.timings:
-            verification["duration_s"] = round(time.monotonic() - begin, 4)
-        self.verification = verification
-        return verification
 
     # -- reuse ----------------------------------------------------------------------------------------------
     def reuse(self, extras: dict[str, Any] | None) -> bool:
@@ -428,6 +480,16 @@ class TerminalEnv(ShellTaskEnv):
             "reward": reward,
             "solved": reward >= 1.0,
         }
+
+
+def _engine_reachable(container: Any) -> None:
+    """Raise when the Docker engine no longer answers (an infrastructure failure, not the model's)."""
+    from skyrl_gym.runtime.docker import DockerUnavailable
+
+    try:
+        container.engine.api.ping()
+    except Exception as exc:
+        raise DockerUnavailable(f"the Docker engine stopped answering during verification: {exc}") from exc
 
 
 def _read_reward(raw: bytes | None) -> tuple[float, str]:

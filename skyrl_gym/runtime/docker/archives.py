@@ -5,7 +5,10 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import tempfile
 import time
+from collections.abc import Iterable
+from typing import IO
 
 from skyrl_gym.runtime.base import FileMap, check_relative
 
@@ -51,3 +54,51 @@ def _reroot(data: bytes) -> tuple[bytes, int, int]:
                 member.linkname = member.linkname.partition("/")[2]
             target.addfile(member, source.extractfile(member) if member.isfile() else None)
     return out.getvalue(), uid, mode
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (an engine's archive stream)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+
+def _reroot_stream(
+    chunks: Iterable[bytes], spill_bytes: int = 16 * 1024 * 1024
+) -> tuple[IO[bytes], int, int, int]:
+    """:func:`_reroot` of a streamed archive, read once and kept in memory up to ``spill_bytes`` (on disk past
+    that): the re-rooted tar (positioned at its start) and the folder's own uid, gid and mode. Every kind of
+    member is kept as it is (owners, modes, times, links, files the folder's owner could not read)."""
+    out = tempfile.SpooledTemporaryFile(max_size=spill_bytes)
+    uid = gid = 0
+    mode = 0o755
+    with (
+        tarfile.open(fileobj=io.BufferedReader(_ChunkReader(chunks), 1 << 20), mode="r|") as source,
+        tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as target,
+    ):
+        for member in source:
+            top, _, rest = member.name.partition("/")
+            if not rest:
+                uid, gid, mode = member.uid, member.gid, member.mode & 0o7777
+                continue
+            member.name = rest
+            if member.islnk():
+                member.linkname = member.linkname.partition("/")[2]
+            target.addfile(member, source.extractfile(member) if member.isfile() else None)
+    out.seek(0)
+    return out, uid, gid, mode

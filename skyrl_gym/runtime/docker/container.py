@@ -4,6 +4,7 @@ with everything they started at their timeout), memory kills told apart, files w
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import secrets
 import signal
@@ -14,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from skyrl_gym.runtime.base import FileMap, Limits, RunResult
-from skyrl_gym.runtime.docker.archives import _tar
+from skyrl_gym.runtime.docker.archives import _reroot_stream, _tar
 from skyrl_gym.runtime.docker.client import DockerEngine
 from skyrl_gym.runtime.docker.client import engine as default_engine
 from skyrl_gym.runtime.docker.defaults import (
@@ -27,7 +28,7 @@ from skyrl_gym.runtime.docker.defaults import (
 from skyrl_gym.runtime.docker.errors import ImageNotFound, _docker_module, _short
 from skyrl_gym.runtime.docker.exec_io import _TOKEN_VAR, _Output, _pump, _raw, _signal_code
 from skyrl_gym.runtime.docker.images import inspect_image
-from skyrl_gym.runtime.docker.procfs import _child_pids, _is_zombie
+from skyrl_gym.runtime.docker.procfs import _child_pids, _is_zombie, _process_start_ticks
 from skyrl_gym.runtime.docker.shell import ShellSession
 
 
@@ -519,3 +520,155 @@ class DockerContainer:
     def shell(self, **options: Any) -> ShellSession:
         """A persistent bash in this container (see :class:`ShellSession`)."""
         return ShellSession(self, **options)
+
+    # -- verification apart from the agent -------------------------------------------------------------------
+    def _kept_pids(self) -> set[int]:
+        """Host ids of the container's init and of its own command (the child of init that started first)."""
+        try:
+            init = int(self.engine.api.inspect_container(self.id)["State"]["Pid"])
+        except Exception:
+            return set()
+        children = _child_pids(init)
+        if not children:
+            return {init}
+        first = min(children, key=lambda pid: (int(_process_start_ticks(pid) or 0), pid))
+        return {init, first}
+
+    def stop_all_processes(self, wait_s: float = 5.0) -> tuple[int, list[int]]:
+        """Kill every process in the container but init and its own command, those that init adopted included
+        (what a double fork, ``setsid``, ``nohup`` or ``disown`` leaves), the container paused meanwhile so that
+        none can start another, until the engine's listing of the container's processes shows no other one.
+
+        Returns how many were killed and the host ids of those still listed after ``wait_s`` (none, unless a
+        process cannot be killed). Elsewhere than on a local engine, from a command inside the container.
+        """
+        deadline = time.monotonic() + wait_s
+        killed: set[int] = set()
+        if not (self.engine.local and os.path.isdir("/proc/1")):
+            script = (
+                'main=$(tr " " "\\n" < /proc/1/task/1/children | sort -n | head -n 1); n=0; '
+                'for p in /proc/[0-9]*; do q=${p#/proc/}; case " 1 $main $$ " in *" $q "*) continue;; esac; '
+                'kill -9 "$q" 2>/dev/null && n=$((n+1)); done; echo "$n"'
+            )
+            count = 0
+            for _ in range(3):
+                result = self.exec(script, timeout_s=max(1.0, deadline - time.monotonic()))
+                with contextlib.suppress(ValueError):
+                    count += int(result.stdout.strip() or 0)
+            return count, []
+        while True:
+            keep = self._kept_pids()
+            others = [pid for pid in self.host_pids() if pid not in keep]
+            if not others or time.monotonic() > deadline:
+                return len(killed), others
+            with self._paused():
+                for pid in self.host_pids():
+                    if pid in keep:
+                        continue
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                        if not _is_zombie(pid):
+                            killed.add(pid)
+            time.sleep(0.02)
+
+    def verification_copy(
+        self,
+        *,
+        caps: Sequence[str] = ("CHOWN", "DAC_OVERRIDE", "FOWNER"),
+        user: str = "0:0",
+        env: Mapping[str, str] | None = None,
+        lifetime_s: float = 3600.0,
+    ) -> DockerContainer:
+        """A new container of the same image and limits, for verifying what this one's commands did: its work
+        folder holds a copy of this container's (owners, modes and unreadable files kept, through the
+        engine's archives), every other writable place (``/tmp``, ``/var/tmp``, the home, ``/logs``,
+        ``/tests``) is new and empty, ``/logs`` and ``/tests`` belong to root. Nothing of this container runs
+        in it. Its commands run as ``user`` (root by default) with only the capabilities ``caps`` (by default
+        those that reach any file of the copy), no network, ``no-new-privileges`` and a read-only root file
+        system. Stop this container's processes first (:meth:`stop_all_processes`) so that the copy is whole.
+        Remove it with :meth:`remove`.
+        """
+        docker = _docker_module()
+        api = self.engine.api
+        box = copy.copy(self)
+        box.id, box.removed, box.user, box.network = "", False, user, False
+        box.env = {"HOME": "/root", "LANG": "C.UTF-8", "PYTHONNOUSERSITE": "1", **(env or {})}
+        box.lifetime_s = lifetime_s
+        box._lock, box._oom_seen, box._cgroup_files = threading.Lock(), 0, None
+        stream, _ = api.get_archive(self.id, self.workdir)
+        work, uid, gid, mode = _reroot_stream(stream)
+        size = f"{self.disk_mb}m"
+        work_options = f"size={size},uid={uid},gid={gid},mode={mode:o}"
+        writable = f"rw,nosuid,nodev,size={size}"
+        agent = [*self.user.split(":"), self.user.split(":")[0]][:2]
+        owner = f",uid={agent[0]},gid={agent[1]}" if agent[0].isdigit() else ""
+        tmpfs = {
+            "/tmp": f"{writable},mode=1777",
+            "/var/tmp": f"{writable},mode=1777",
+            "/run": "rw,nosuid,nodev,size=16m,mode=755",
+            self.env.get("HOME", "/home/agent"): f"{writable}{owner},mode=755",
+            "/logs": f"{writable},mode=755",
+            "/tests": f"{writable},mode=755",
+        }
+        tmpfs.pop(self.workdir, None)
+        mounts = [
+            docker.types.Mount(
+                target=self.workdir,
+                source=None,
+                type="volume",
+                driver_config=docker.types.DriverConfig(
+                    "local",
+                    {"type": "tmpfs", "device": "tmpfs", "o": work_options},
+                ),
+            )
+        ]
+        limits = self.limits
+        file_size = limits.max_file_mb * 1024 * 1024
+        host_config = api.create_host_config(
+            network_mode="none",
+            cap_drop=["ALL"],
+            cap_add=list(caps),
+            security_opt=["no-new-privileges:true"],
+            init=True,
+            read_only=True,
+            auto_remove=True,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(self.cpus * 1e9) if self.cpus else None,
+            pids_limit=limits.max_processes,
+            shm_size=f"{min(64, self.disk_mb)}m",
+            ulimits=[
+                docker.types.Ulimit(name="fsize", soft=file_size, hard=file_size),
+                docker.types.Ulimit(name="core", soft=0, hard=0),
+                docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
+            ],
+            tmpfs=tmpfs,
+            mounts=mounts,
+        )
+        begin = time.monotonic()
+        with self.engine.starts.admit():
+            try:
+                created = api.create_container(
+                    self.image,
+                    command=["sleep", str(int(lifetime_s))],
+                    user=user,
+                    working_dir=self.workdir,
+                    environment=box.env,
+                    labels={RUNTIME_LABEL: "docker", OWNER_LABEL: self.engine.owner},
+                    host_config=host_config,
+                    network_disabled=True,
+                )
+            except docker.errors.ImageNotFound:
+                raise ImageNotFound(self.image) from None
+            box.id = created["Id"]
+            self.engine.track(box)
+            try:
+                api.start(box.id)
+                api.put_archive(box.id, self.workdir, work)  # after the start: the volume is mounted then
+            except BaseException:
+                box.remove()
+                raise
+            finally:
+                work.close()
+        box.started_s = time.monotonic() - begin
+        return box
