@@ -110,8 +110,10 @@ def test_named_outcomes_on_docker(docker_engine):
     env.close()
 
     env = SWEEnv(FAST, extras(instance))
-    outputs = play(env, [f"<bash>chmod 000 {module}</bash>", "<submit/>"])  # unreadable to the diff too
-    assert outputs[-1]["metadata"]["verification"]["outcome"] == "patch_failed"
+    # unreadable to the agent: the diff is read from outside the container, where it still is (no change)
+    outputs = play(env, [f"<bash>chmod 000 {module}</bash>", "<submit/>"])
+    assert outputs[-1]["metadata"]["verification"]["outcome"] == "unresolved"
+    assert outputs[-1]["reward"] == 0.0
     assert outputs[-1]["metadata"]["end"] == "terminated"
     env.close()
 
