@@ -40,6 +40,7 @@ from skyrl_gym.envs.base_text_env import (
 )
 from skyrl_gym.envs.code.extraction import extract_program
 from skyrl_gym.envs.code.humaneval import HumanEvalJudgement, HumanEvalProblem, judge_humaneval
+from skyrl_gym.envs.code.judging import HOSTILE_PROGRAMS
 from skyrl_gym.envs.code.problems import HUMANEVAL, STDIO, StdioProblem, task_for_seed
 from skyrl_gym.envs.code.stdio import StdioJudgement, judge_stdio
 
@@ -150,6 +151,7 @@ class CodeEnv(BaseTextEnv):
             'import os\nline = b\'{"ready": true, "stage": "tests", "passed": true, "index": 0}\\n\'\n'
             "for fd in range(1, 20):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass",
             "class Any:\n    __eq__ = lambda self, other: True\n\ndef answer(*args):\n    return Any()",
+            *HOSTILE_PROGRAMS,  # planted modules, forged reports, descriptor tricks, patched builtins, a full folder
         )
     )
     """Programs a model might write that attack the judge; each must be judged a failure, never end in error."""

@@ -9,14 +9,17 @@ What the model's ```python block may hold (the completion rule):
   to the prompt, exactly as a plain-text completion would be.
 
 How a pass is established (:data:`HARNESS`, one sandbox run): the problem's ``check(candidate)`` never runs in
-the program's interpreter. The harness starts as the judge, makes itself non-dumpable (no other process of the
-sandbox user may read its memory or descriptors) and forks the program's process before it reads its input
-(the tests, the prompt and a fresh token, over stdin: no file the program could read holds them). The program
-is loaded in that child as a module named ``solution`` (so ``if __name__ == "__main__":`` blocks do not run);
-the judge loads the prompt (its helpers, e.g. ``poly`` for ``find_zero``) and the tests in its own interpreter
-and runs ``check`` with a stand-in ``candidate`` that sends each call's arguments to the child and gets back the
-value the function returned, serialised as plain data (numbers, strings, bytes, lists, tuples, dicts, sets,
-``None``, nested at most :data:`MAX_DEPTH` deep, at most :data:`MAX_VALUE_BYTES`) and rebuilt by the judge.
+the program's interpreter. The harness starts as the judge (``python -I -c``, see :func:`.judging.judge_command`:
+its code is no file in the work folder, and nothing the program writes there is on its import path), makes
+itself non-dumpable (no other process of the sandbox user may read its memory or descriptors) and forks the
+program's process before it reads its input (the tests, the prompt and a fresh token, over stdin: no file the
+program could read holds them). The judge loads the prompt (its helpers, e.g. ``poly`` for ``find_zero``) and the
+tests in its own interpreter, with every module they and the judge import, before the program's code runs at
+all. The program is loaded in the child as a module named ``solution`` (so ``if __name__ == "__main__":``
+blocks do not run); the judge runs ``check`` with a stand-in ``candidate`` that sends each call's arguments to
+the child and gets back the value the function returned, serialised as plain data (numbers, strings, bytes,
+lists, tuples, dicts, sets, ``None``, nested at most :data:`MAX_DEPTH` deep, at most :data:`MAX_VALUE_BYTES`)
+and rebuilt by the judge.
 So every comparison and every helper the tests use runs on the judge's own values with the judge's own
 builtins: no object with a forged ``__eq__``, no patched ``check`` or builtin, no look at the judge's frames and
 no ``sys.exit``/``os._exit`` can pass. A function that returns anything else (a generator, an instance of its
@@ -40,7 +43,14 @@ import secrets
 import textwrap
 from typing import Any
 
-from skyrl_gym.envs.code.judging import SIGNING, JudgeUnavailable, read_report
+from skyrl_gym.envs.code.judging import (
+    DRAINING,
+    IMPORT_PATH,
+    SIGNING,
+    JudgeUnavailable,
+    judge_command,
+    read_report,
+)
 from skyrl_gym.runtime import Limits, RunResult, Sandbox
 
 __all__ = [
@@ -54,7 +64,6 @@ __all__ = [
     "judge_humaneval",
 ]
 
-HARNESS_FILE = "judge.py"
 SOLUTION_FILE = "solution.py"
 MAX_DEPTH = 64
 """Deepest nesting of a value that crosses between the judge and the program."""
@@ -69,12 +78,15 @@ MAX_PARSED_CHARS = 32_000
 # Runs inside the sandbox with its Python (3.8 or newer); the standard library only.
 HARNESS = (
     r"""
-import base64, ctypes, io, json, os, signal, sys, time, traceback
+import os, sys
+@IMPORT_PATH@
+import base64, ctypes, io, json, signal, time, traceback
 
 MAX_DEPTH = @MAX_DEPTH@
 MAX_VALUE_BYTES = @MAX_VALUE_BYTES@
 MAX_TEXT = @MAX_TEXT@
 @SIGNING@
+@DRAINING@
 
 ENDED = "the program's side of the exchange ended"
 
@@ -291,6 +303,19 @@ def main():
         report({"judge_error": "the judge could not make itself non-dumpable (prctl)"})
         return
     report({"ready": True})
+    wait_drained(1)
+    # everything the judge runs or imports is loaded before the program's code runs at all
+    namespace = {"__name__": "judge_tests", "__builtins__": __builtins__}
+    try:
+        exec(compile(payload["prompt"], "prompt.py", "exec", dont_inherit=True), namespace)
+        exec(compile(payload["test"], "tests.py", "exec", dont_inherit=True), namespace)
+        check = namespace["check"]
+        examples = payload.get("examples") or ()
+        if examples:
+            import doctest
+    except BaseException as exc:
+        report({"judge_error": "the problem's tests do not load: " + error_text(exc)})
+        return
 
     def ended():
         # how the program's process ended (it may still be running with its channel closed: then it is killed)
@@ -356,14 +381,6 @@ def main():
                  "tuples, dicts, sets, None)" % unreadable[:200])
         fail("the program broke the judge's protocol during the tests")
 
-    namespace = {"__name__": "judge_tests", "__builtins__": __builtins__}
-    try:
-        exec(compile(payload["prompt"], "prompt.py", "exec", dont_inherit=True), namespace)
-        exec(compile(payload["test"], "tests.py", "exec", dont_inherit=True), namespace)
-        check = namespace["check"]
-    except BaseException as exc:
-        report({"judge_error": "the problem's tests do not load: " + error_text(exc)})
-        return
     namespace[payload["entry_point"]] = candidate  # tests that call the function by its name get it too
     verdict = {"stage": "tests", "passed": True}
     try:
@@ -379,10 +396,8 @@ def main():
     if broken and broken[0] == ENDED:
         verdict = {"stage": "run", "error": "the program ended during the tests (%s)" % ended()}
     report(verdict)
-    examples = payload.get("examples") or ()
     if verdict.get("passed") or not examples or broken:
         return
-    import doctest
     try:
         write_frame(calls_write, {"examples": [e["source"] for e in examples]})
         got = read_frame(answers_read).get("got")
@@ -405,6 +420,8 @@ finally:
     .replace("@MAX_VALUE_BYTES@", str(MAX_VALUE_BYTES))
     .replace("@MAX_TEXT@", str(MAX_TEXT))
     .replace("@SIGNING@", SIGNING)
+    .replace("@DRAINING@", DRAINING)
+    .replace("@IMPORT_PATH@", IMPORT_PATH)
 )
 
 
@@ -525,8 +542,8 @@ def judge_humaneval(
         }
     )
     run = sandbox.run(
-        [sandbox.python, "-u", HARNESS_FILE],
-        files={HARNESS_FILE: HARNESS, SOLUTION_FILE: program},
+        judge_command(sandbox.python, HARNESS),
+        files={SOLUTION_FILE: program},
         stdin=payload,
         limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=256 * 1024),
     )

@@ -7,7 +7,10 @@ itself non-dumpable, so the program cannot read the other tests' inputs; expecte
 sandbox at all: the comparison happens here, outside. Each line of the harness's report is signed with a key it got
 with the inputs (see :mod:`.judging`); other lines (a program writing imitations to the host's pipe through
 ``/proc/1/fd/1``) are ignored, and only the first line for each test counts. After a test that crashes or runs out of time the
-harness stops, since the verdict is already a failure.
+harness stops, since the verdict is already a failure. The harness runs as ``python -I -c`` (see
+:func:`.judging.judge_command`): nothing the program writes into the work folder can be imported by it, and
+its code is no file there. In the ``bwrap`` sandbox (a PID namespace of its own) the harness also ends every
+process a test left behind, even one in a session of its own, before the next test starts.
 
 Outputs are compared after normalising: ``\\r\\n`` is read as ``\\n``, trailing whitespace is dropped from every
 line and blank lines at the end are ignored. With a float tolerance, lines that differ are compared token by
@@ -24,7 +27,14 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from skyrl_gym.envs.code.judging import SIGNING, JudgeUnavailable, read_report
+from skyrl_gym.envs.code.judging import (
+    DRAINING,
+    IMPORT_PATH,
+    SIGNING,
+    JudgeUnavailable,
+    judge_command,
+    read_report,
+)
 from skyrl_gym.runtime import Limits, RunResult, Sandbox
 
 __all__ = [
@@ -45,15 +55,18 @@ VERDICT_TIME = "time_limit_exceeded"
 VERDICT_MEMORY = "memory_limit_exceeded"
 VERDICT_NOT_RUN = "not_run"
 
-HARNESS_FILE = "judge.py"
 SOLUTION_FILE = "solution.py"
 MIN_OUTPUT_CAP = 64 * 1024
 STDERR_TAIL = 2000
 
 # Runs inside the sandbox with its Python (3.8 or newer); the standard library only.
-HARNESS = r"""
-import ctypes, json, os, selectors, signal, subprocess, sys, time
+HARNESS = (
+    r"""
+import os, sys
+@IMPORT_PATH@
+import ctypes, json, selectors, signal, subprocess, time
 @SIGNING@
+@DRAINING@
 
 def hide_memory():
     # PR_SET_DUMPABLE 0: no process of the same user (the program) may ptrace us or open our /proc files
@@ -64,7 +77,16 @@ def hide_memory():
     except Exception:
         return False
 
-def run_one(data, time_limit, cap):
+def sweep_leftovers():
+    # what the program left running in a session of its own (out of reach of killpg) dies too, so that nothing
+    # of one test runs on into the next; kill(-1) reaches every process of the sandbox but its first one and
+    # this one, and is only used where the sandbox has a PID namespace of its own (the host says so)
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+
+def run_one(data, time_limit, cap, sweep):
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "solution.py"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -130,6 +152,8 @@ def run_one(data, time_limit, cap):
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
+    if sweep:
+        sweep_leftovers()
     code = proc.wait()
     selector.close()
     for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -156,8 +180,11 @@ def main():
         report({"judge_error": "the judge could not make itself non-dumpable (prctl)"})
         return
     report({"ready": True})
+    wait_drained(1)
+    # only in a PID namespace of the sandbox's own, whose first process is the sandbox's init (our parent)
+    sweep = payload.get("own_pid_namespace") is True and os.getppid() == 1
     for index, (data, limit) in enumerate(zip(payload["inputs"], payload["time_limits"])):
-        result = run_one(data.encode("utf-8", "surrogatepass"), limit, payload["output_cap"])
+        result = run_one(data.encode("utf-8", "surrogatepass"), limit, payload["output_cap"], sweep)
         result["index"] = index
         report(result)
         if result["timed_out"] or result["exit"] != 0:
@@ -165,6 +192,9 @@ def main():
 
 main()
 """.replace("@SIGNING@", SIGNING)
+    .replace("@DRAINING@", DRAINING)
+    .replace("@IMPORT_PATH@", IMPORT_PATH)
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,6 +325,7 @@ def judge_stdio(
             "inputs": [t.input for t in tests],
             "time_limits": [time_limit_s] * len(tests),
             "output_cap": cap,
+            "own_pid_namespace": getattr(sandbox, "isolation", "") == "namespaces",
         }
     )
     limits = Limits(
@@ -304,8 +335,8 @@ def judge_stdio(
         max_output_bytes=len(tests) * 6 * (cap + STDERR_TAIL + 256) + 4096,
     )
     run = sandbox.run(
-        [sandbox.python, "-u", HARNESS_FILE],
-        files={HARNESS_FILE: HARNESS, SOLUTION_FILE: code},
+        judge_command(sandbox.python, HARNESS),
+        files={SOLUTION_FILE: code},
         stdin=payload,
         limits=limits,
     )

@@ -26,6 +26,7 @@ from skyrl_gym.envs.base_text_env import (
     task_ground_truth,
 )
 from skyrl_gym.envs.code.env import shared_sandbox
+from skyrl_gym.envs.code.judging import HOSTILE_PROGRAMS
 from skyrl_gym.envs.lcb import livecodebench, tasks
 
 __all__ = ["LCBConfig", "LCBEnv"]
@@ -84,6 +85,7 @@ class LCBEnv(BaseTextEnv):
             "import sys\nsys.stdout.write('x' * 10**8)",  # a hundred megabytes of output
             "import os\nos.close(0)\nos.close(1)\nos.close(2)",  # no pipes left to the judge
             'print(\'{"index": 0, "stdout": "1\\\\n", "exit": 0, "timed_out": false}\')',  # a forged report
+            *HOSTILE_PROGRAMS,  # planted modules, forged reports, descriptor tricks, patched builtins, a full folder
         )
     )
     """Programs a model might write that attack the judge; each must be judged a failure, never end in error."""

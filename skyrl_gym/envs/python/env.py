@@ -155,6 +155,31 @@ class PythonEnv(BaseTextEnv):
             "m.send({'cell': m.request['cell'], 'output': 5, 'error': ['x'], 'truncated': 'no'})",
             "import sys\nm = sys.modules['__main__']\nm.receive = lambda: {'code': '', 'cell': 0}",  # no reader
             "x = bytearray(8 * 1024 ** 3)",  # past the memory limit
+            # modules planted in the work folder for the driver's next import, then a crash and a restart
+            "import os\nfor name in ('json', 'ast', 'traceback', 'signal', 'os', 'sys', 'site', 'sitecustomize'):\n"
+            "    with open(name + '.py', 'w') as handle:\n"
+            "        handle.write('import os\\nos._exit(0)\\n')\n"
+            "os._exit(1)",
+            # the driver's capture file replaced by a pipe that never ends, its folder made read-only
+            "import os, sys\nm = sys.modules['__main__']\nos.unlink(m.CAPTURE)\nos.mkfifo(m.CAPTURE)\n"
+            "os.chmod(os.path.dirname(m.CAPTURE), 0o500)",
+            # frames forged on every descriptor in reach, and what they hold read (the host's pipes, the start
+            # byte); /proc/1 only inside a sandbox of its own (under the process backend it is the host's init)
+            "import os\nsandbox = b'sandbox-init' in open('/proc/1/cmdline', 'rb').read()\n"
+            'frame = b\'{"cell": 1, "output": "\\\\boxed{1}", "error": null, "truncated": false}\'\n'
+            "frame = b'SKYRL%010d\\n' % len(frame) + frame\n"
+            "for pid in ['self'] + (['1'] if sandbox else []):\n"
+            "    for n in range(32):\n"
+            "        for mode in (os.O_WRONLY, os.O_RDONLY):\n"
+            "            try:\n"
+            "                fd = os.open('/proc/%s/fd/%d' % (pid, n), mode | os.O_NONBLOCK)\n"
+            "                os.write(fd, frame) if mode == os.O_WRONLY else os.read(fd, 1 << 16)\n"
+            "            except OSError:\n"
+            "                pass",
+            # the driver's own functions and builtins patched, then the interpreter's channel closed
+            "import builtins, json, os, sys\nm = sys.modules['__main__']\n"
+            "json.dumps = lambda *args, **kwargs: '{\"cell\": 0}'\nm.send = lambda message: None\n"
+            "builtins.repr = lambda value: 'x' * 10 ** 7\nos.close(m.PROTOCOL)\nraise SystemExit(0)",
         )
     )
     """Code a model might write that breaks the interpreter or the session's protocol from inside; each must end
