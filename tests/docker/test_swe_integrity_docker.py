@@ -22,6 +22,7 @@ CHOSEN = {
     "git filter configured everywhere git could read it",
     "a left-behind process writing conftest.py",
     "a symbolic link created while the tests run",
+    "every process of the agent's user killed",
 }
 
 

@@ -548,6 +548,15 @@ def _snapshot(container: Any, folder: str, dest: Path, max_bytes: int) -> None:
     safe_extract(b"".join(chunks), dest, strip=1, max_bytes=max_bytes)
 
 
+def _engine_answers(container: Any) -> bool:
+    """Whether the Docker engine still answers (when it does, a stopped container is the agent's doing)."""
+    try:
+        container.engine.api.ping()
+    except Exception:
+        return False
+    return True
+
+
 class _TooLarge(ValueError):
     """The agent's files are larger than a verification reads."""
 
@@ -629,8 +638,9 @@ class DockerBackend(SWEBackend):
     def stop_agent(self) -> None:
         if self.shell is not None:
             self.shell.close()
-        if self.container is not None:
-            self.container.kill_commands()
+        if self.container is not None and self.container.alive():
+            # init-adopted processes too (setsid, nohup, a double fork): nothing of the agent's outlives this
+            self.container.stop_all_processes()
 
     def _max_bytes(self) -> int:
         return (self.settings.disk_mb + 64) * 1024 * 1024
@@ -645,6 +655,11 @@ class DockerBackend(SWEBackend):
         except (_TooLarge, ValueError) as exc:
             return _Run(1, "", str(exc))
         except Exception as exc:
+            if not self.container.alive() and _engine_answers(self.container):
+                # the agent killed the container's own process (kill -9 -1): its work went with the container
+                return _Run(
+                    1, "", "the episode's container stopped before verification (its process was killed)"
+                )
             return _Run(None, "", f"{type(exc).__name__}: {exc}")
         _remove(work / ".git")  # the agent's own git folder is never read
         trusted = self._host / "t0" / ".git"

@@ -156,11 +156,12 @@ class SWEEnv(ShellTaskEnv):
         "<bash>printf '* filter=x\\n' > .gitattributes; git config filter.x.clean 'touch /tmp/x; cat'</bash>",
         "<bash>for f in /proc/1/fd/* /proc/self/fd/*; do timeout 1 cat $f >/dev/null 2>&1; done; true</bash>",
         "<bash>chmod -R a-w . 2>/dev/null; dd if=/dev/zero of=fill bs=1M count=4000 2>/dev/null; true</bash>",
+        "<bash>kill -9 -1</bash>",
         "<bash>echo 'import atexit' >> setup.py; mkdir -p x.dist-info; echo '[pytest11]' > x.dist-info/entry_points.txt</bash>",
     )
     """Commands the environment contains without failing: fork bomb, memory hog, endless output, the
     repository and its git history deleted, processes left behind, a shell that exits, links out of the
-    workspace and a fifo, a git filter, reading every inherited descriptor, a read-only and full workspace, and
+    workspace and a fifo, a git filter, every process of its user killed, reading every inherited descriptor, a read-only and full workspace, and
     test machinery planted (each is a scored failure, never an ``error``)."""
 
     def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
