@@ -180,3 +180,40 @@ def test_history_check_finds_every_leftover_and_the_scrub_clears_them(tmp_path):
     sh(scrub_history_script())
     assert history_problems(repo, env) == []
     assert (repo / "f").read_text() == "a\n"
+
+
+def test_clean_runner_ignores_what_the_repository_plants(tmp_path):
+    """The runner alone (no diff screen): a shadowing pytest.py, a sitecustomize.py, a user-site .pth under HOME,
+    a pytest11 entry point and PYTEST_ADDOPTS/PYTEST_PLUGINS all stay out; the real pytest grades."""
+    from skyrl_gym.envs.swe.testrun import DEBIAN_PYTHON, parse_report, test_shell_command, write_plugin
+
+    if not Path(DEBIAN_PYTHON).exists():
+        pytest.skip(f"{DEBIAN_PYTHON} is missing (make sysdeps)")
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_it.py").write_text("def test_fails():\n    assert False\n")
+    marker = tmp_path / "ran"
+    hook = f"open({str(marker)!r}, 'a').write('x')\n"
+    (repo / "pytest.py").write_text(hook + "raise SystemExit(0)\n")
+    (repo / "sitecustomize.py").write_text(hook)
+    site = repo / "home" / ".local" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "forge.pth").write_text(f"import os; {hook.strip()}\n")
+    (repo / "forge_plugin.py").write_text(
+        hook + "def pytest_runtest_logreport(report):\n    report.outcome = 'passed'\n"
+    )
+    dist = repo / "forge-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: forge\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\nforge = forge_plugin\n")
+    plugin = write_plugin(tmp_path / "plugin").parent
+    report = tmp_path / "report.json"
+    line = test_shell_command(
+        f"{DEBIAN_PYTHON} -m pytest -p no:cacheprovider tests", str(report), str(plugin), 60
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo / "home"), "PYTEST_ADDOPTS": "-p forge_plugin",
+           "PYTEST_PLUGINS": "forge_plugin", "PYTHONPATH": str(repo)}  # fmt: skip
+    proc = subprocess.run(["bash", "-c", line], cwd=repo, env=env, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert parse_report(report.read_text()) == {"tests/test_it.py::test_fails": "failed"}
+    assert not marker.exists(), "code the repository planted ran"
