@@ -11,8 +11,10 @@
     skyrl-train export runs/sql_cpu out/model   # a run's newest checkpoint as a Hugging Face model folder
     skyrl-train serve --port 8000               # the Tinker training API (the official tinker client)
 
-The first argument after the command is a recipe name (``skyrl_train/recipes/<name>.yaml``) or a YAML path;
-the rest are dotted ``key=value`` overrides.
+The first argument after the command is a recipe name (``skyrl_train/recipes/<name>.yaml``) or a YAML path,
+``sql_cpu`` (the main job) when left out; the rest are dotted ``key=value`` overrides. A user's mistake (an
+unknown key or recipe, a missing data file) prints ``error: <message>`` and exits with status 2; ``--debug``
+shows the traceback too.
 """
 
 from __future__ import annotations
@@ -21,26 +23,61 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from typing import Any
 
 # Idle OpenMP threads spin by default; on a small CPU shared with environments and databases they steal the
 # cores the engine needs (a decode step measured 10-40x slower). Set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+DEFAULT_RECIPE = "sql_cpu"
+"""The recipe ``train``, ``eval`` and ``config`` use when none is named: the main job (about 35 minutes)."""
+
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError)
+"""Errors that are the user's to fix (config validation errors are ValueErrors): printed as one line."""
+
+
+class UsageError(ValueError):
+    """A command line that cannot run as given."""
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and type(exc).__str__ is KeyError.__str__ and exc.args:
+        return str(exc.args[0])  # KeyError's own str() quotes the message
+    return str(exc) or type(exc).__name__
+
+
+def report_error(exc: BaseException, debug: bool) -> int:
+    """Print a user's error as ``error: <message>`` on stderr (after the traceback with ``debug``); 2."""
+    if debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    print(f"error: {_message(exc)}", file=sys.stderr)
+    return 2
+
 
 def _load(args: argparse.Namespace) -> Any:
-    from skyrl_train.config import ConfigError, load_config
+    from skyrl_train.config import load_config
 
-    try:
-        return load_config(args.recipe, args.overrides)
-    except ConfigError as exc:
-        raise SystemExit(str(exc)) from None
+    return load_config(args.recipe, args.overrides)
+
+
+def _announce(args: argparse.Namespace, cfg: Any) -> None:
+    """One line before a run starts: the recipe it runs and how to pick another."""
+    how = (
+        f"`skyrl-train {args.command} RECIPE [key=value ...]` runs another, `skyrl-train recipes` lists them"
+    )
+    default = f" (the default: {how})" if args.recipe_defaulted else f" ({how})"
+    print(f"skyrl-train {args.command}: recipe {args.recipe}{default}", file=sys.stderr, flush=True)
+    from skyrl_train.data import check_data_files
+
+    check_data_files(cfg.data)  # before torch and the model load
 
 
 def _train(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    _announce(args, cfg)
     from skyrl_train.trainer import Trainer
 
-    cfg = _load(args)
     with Trainer(cfg) as trainer:
         summary = trainer.fit()
     shown = {k: v for k, v in summary.items() if k not in ("evaluations", "stages", "eval_sets", "examples")}
@@ -72,7 +109,7 @@ def _eval_tasks(args: argparse.Namespace) -> int:
     else:
         rows = env_rows(args.env, args.limit, env_config or None)
     if not rows:
-        raise SystemExit("no tasks to evaluate")
+        raise UsageError("no tasks to evaluate")
     # the settings apply to every environment the rows name
     env_classes = {args.env} if args.env else {str(row.get("env_class")) for row in rows}
     env_configs = {name: env_config for name in env_classes} if env_config else None
@@ -111,7 +148,7 @@ def _env_config(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise SystemExit(f"--env-config takes KEY=VALUE, got {item!r}")
+            raise UsageError(f"--env-config takes KEY=VALUE, got {item!r}")
         config[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
     return config
 
@@ -119,9 +156,10 @@ def _env_config(items: list[str]) -> dict[str, Any]:
 def _eval(args: argparse.Namespace) -> int:
     if args.env or args.data:
         return _eval_tasks(args)
+    cfg = _load(args)
+    _announce(args, cfg)
     from skyrl_train.trainer import Trainer
 
-    cfg = _load(args)
     cfg.trainer.eval_before_train = False
     with Trainer(cfg) as trainer:
         metrics = trainer.evaluate()
@@ -137,22 +175,44 @@ def _serve(args: argparse.Namespace) -> int:
     for item in args.base_model:
         name, sep, source = item.partition("=")
         if not sep or not name or not source:
-            raise SystemExit(f"--base-model takes NAME=SOURCE, got {item!r}")
+            raise UsageError(f"--base-model takes NAME=SOURCE, got {item!r}")
         base_models[name] = source
     serve(args.host, args.port, args.store_dir, args.device, base_models or None)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="skyrl-train", description=__doc__.split("\n")[0])
+    """Run the command line ``argv``; a user's error prints ``error: <message>`` and returns 2."""
+    args = _parser().parse_args(argv)
+    if args.command in ("train", "eval", "config"):
+        args.recipe_defaulted = args.recipe is None
+        args.recipe = args.recipe or DEFAULT_RECIPE
+    try:
+        return _run(args)
+    except USER_ERRORS as exc:
+        return report_error(exc, getattr(args, "debug", False))
+
+
+def _parser() -> argparse.ArgumentParser:
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an error too"
+    )
+    parser = argparse.ArgumentParser(prog="skyrl-train", description=__doc__.split("\n")[0], parents=[debug])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (
         ("train", "train with a recipe and overrides"),
         ("eval", "only evaluate (pass@k with generator.eval_n_samples_per_prompt > 1)"),
         ("config", "print the validated config as YAML"),
     ):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("recipe", nargs="?", default="sql_cpu", help="recipe name or YAML path")
+        p = sub.add_parser(name, help=help_text, parents=[debug])
+        p.add_argument(
+            "recipe",
+            nargs="?",
+            default=None,
+            help=f"recipe name or YAML path (default: {DEFAULT_RECIPE}, the ~35-minute main job; "
+            "skyrl-train recipes lists them)",
+        )
         p.add_argument("overrides", nargs="*", help="dotted key=value overrides")
         if name == "config":
             p.add_argument(
@@ -182,11 +242,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             p.add_argument("--max-concurrency", type=int, default=16, help="most trajectories at once")
             p.add_argument("--json", action="store_true", help="also print the table and metrics as JSON")
-    sub.add_parser("recipes", help="list the shipped recipes")
-    export = sub.add_parser("export", help="write a checkpoint's policy as a Hugging Face model folder")
+    sub.add_parser("recipes", help="list the shipped recipes", parents=[debug])
+    export = sub.add_parser(
+        "export", help="write a checkpoint's policy as a Hugging Face model folder", parents=[debug]
+    )
     export.add_argument("source", help="a run folder (its newest checkpoint) or a checkpoints/step_N folder")
     export.add_argument("out", help="the folder to write (weights, config and tokenizer)")
-    serve = sub.add_parser("serve", help="serve the Tinker training API to the official tinker client")
+    serve = sub.add_parser(
+        "serve", help="serve the Tinker training API to the official tinker client", parents=[debug]
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument(
@@ -200,16 +264,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=SOURCE",
         help="a base model clients may name (Hugging Face name or path); default: the embedded SmolLM2",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "export":
         from skyrl_train.checkpoint import export_model
 
-        try:
-            print(export_model(args.source, args.out))
-        except ValueError as exc:
-            raise SystemExit(str(exc)) from None
+        print(export_model(args.source, args.out))
         return 0
     if args.command == "recipes":
         from skyrl_train.config import list_recipes

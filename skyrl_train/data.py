@@ -31,6 +31,7 @@ __all__ = [
     "Datasets",
     "PromptDataset",
     "Task",
+    "check_data_files",
     "prompt_length",
     "read_rows",
     "row_to_env_args",
@@ -47,6 +48,36 @@ class Task(NamedTuple):
     """The chat messages the model sees first."""
     extras: dict[str, Any]
     """Every other column of the row (``reward_spec``, ``db_id``...), passed to the environment."""
+
+
+# How to build the data files the shipped recipes read, by the name of the folder that holds them.
+_BUILDERS: dict[str, str] = {
+    "text2sql": "python datasets/sql/build_compact.py --out {folder} --levels easy --train 512 --validation 64 "
+    "--heldout 100",
+    "code": "python datasets/code/build.py --out {folder}",
+    "swe": "python datasets/swe/build.py --rows-only",
+}
+
+
+def _build_hint(path: Path) -> str:
+    folder = path.parent.as_posix()
+    builder = _BUILDERS.get(path.parent.name)
+    if builder is None:
+        return "build it first (a recipe's header comment says how) or point data.train_data/data.val_data at your files"
+    command = builder.format(folder=folder)
+    if folder == "data/text2sql":
+        return f"build it with: make data/text2sql/heldout.parquet (or: {command})"
+    return f"build it with: {command}"
+
+
+def check_data_files(data: DataConfig) -> None:
+    """Raise :class:`FileNotFoundError` naming the first missing file of ``data.train_data``/``data.val_data``
+    and the command that builds it (cheap: call it before loading any model)."""
+    for key in ("train_data", "val_data"):
+        for name in getattr(data, key):
+            path = Path(name)
+            if not path.is_file():
+                raise FileNotFoundError(f"data.{key} file {name} does not exist; {_build_hint(path)}")
 
 
 def row_to_env_args(row: Mapping[str, Any], default_env_class: str | None = None) -> Task:
@@ -252,7 +283,9 @@ class Datasets:
     def from_config(cls, data: DataConfig, trainer: TrainerConfig, tokenizer: Any) -> Datasets:
         """Read ``data.train_data`` (filtered at ``trainer.max_prompt_length`` tokens) and ``data.val_data``,
         and batch the training rows by ``trainer.train_batch_size`` for ``trainer.epochs``, shuffled with
-        ``trainer.seed`` when ``data.shuffle``."""
+        ``trainer.seed`` when ``data.shuffle``. A missing file raises :class:`FileNotFoundError` saying how to
+        build it."""
+        check_data_files(data)
         train = PromptDataset.from_files(data.train_data, tokenizer, trainer.max_prompt_length)
         val_rows = [row for path in data.val_data for row in read_rows(path)]
         iterator = BatchIterator(train, trainer.train_batch_size, trainer.epochs, trainer.seed, data.shuffle)
