@@ -30,6 +30,8 @@ __all__ = [
 
 RULES: dict[str, str] = {
     "make-returns-env": "the factory returns a skyrl_gym.Env",
+    "has-tasks": "there are episodes to play: check_env's tasks=[...] or the environment's default task set "
+    "(sample_task)",
     "reset-returns-prompt": "reset()/init() return (a list of {'role', 'content'} messages, a dict)",
     "observations-are-messages": "step() observations are a list of {'role': str, 'content': str} messages",
     "reward-is-finite-float": "step() reward is a finite float",
@@ -313,7 +315,9 @@ def check_env(
 
     Args:
         factory: makes a fresh environment, e.g. ``lambda: skyrl_gym.make("math")``.
-        tasks: episodes to play (``{"prompt", "extras"}``); without them ``reset(seed=s)`` for ``seeds``.
+        tasks: episodes to play (``{"prompt", "extras"}``); without them ``reset(seed=s)`` for ``seeds``,
+            which needs the environment's default task set (without one, only the rule ``has-tasks`` is
+            reported, failed).
         full_reward: what the reference action must earn.
         noop_action: the action that must earn nothing.
         oracle: check :meth:`~skyrl_gym.Env.reference_action` (skipped when it returns ``None``).
@@ -338,6 +342,10 @@ def check_env(
     if report.failures:
         with contextlib.suppress(Exception):
             probe.close()
+        return _finish(report, raise_on_failure)
+    if not tasks and probe.sample_task(sources[0][1]) is None:
+        probe.close()
+        report.failures.append(Failure("has-tasks", _NO_TASKS.format(env=report.env_name)))
         return _finish(report, raise_on_failure)
     probe.close()
     all_tags = tuple(dict.fromkeys((*tags, *getattr(probe.unwrapped, "protocol_tags", ()))))
@@ -482,6 +490,13 @@ def check_env(
     if gymnasium_check:
         _check_gymnasium(checker, probe)
     return _finish(report, raise_on_failure)
+
+
+_NO_TASKS = (
+    "{env} has no default task set (sample_task returns None), so no episode can start and no other rule was "
+    "checked: give it tasks, check_env(factory, tasks=[{{'prompt': [...], 'extras': {{...}}}}]), or on the "
+    'command line skyrl-gym check ID --tasks FILE (a JSON list or JSON lines of {{"prompt": ..., "extras": ...}})'
+)
 
 
 def _check_oracle(checker: _Checker, full_reward: float) -> None:
