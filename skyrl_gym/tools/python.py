@@ -108,6 +108,8 @@ class PythonCodeExecutorToolGroup(ToolGroup):
             return f"{ERROR_PREFIX}{result.stderr.strip()}"
         if result.oom:
             return f"{ERROR_PREFIX}the program ran out of memory ({self.memory_mb} MB) and was killed."
+        if result.exit_code < 0:  # killed by a signal (its own kill, or a limit) before it could say anything
+            return f"{ERROR_PREFIX}the program was killed by signal {-result.exit_code}."
         output = result.stdout.strip()
         if result.output_truncated:
             output += f"\n[output cut: only the first {limits.max_output_bytes} bytes were kept]"
