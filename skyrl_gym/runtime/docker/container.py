@@ -126,28 +126,7 @@ class DockerContainer:
                 ),
             )
         ]
-        limits = self.limits
-        file_size = limits.max_file_mb * 1024 * 1024
-        host_config = api.create_host_config(
-            network_mode="bridge" if self.network else "none",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"],
-            init=True,
-            read_only=True,
-            auto_remove=True,
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=int(self.cpus * 1e9) if self.cpus else None,
-            pids_limit=limits.max_processes,
-            shm_size=f"{min(64, self.disk_mb)}m",
-            ulimits=[
-                docker.types.Ulimit(name="fsize", soft=file_size, hard=file_size),
-                docker.types.Ulimit(name="core", soft=0, hard=0),
-                docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
-            ],
-            tmpfs=tmpfs,
-            mounts=mounts,
-        )
+        host_config = self._host_config(network=self.network, caps=(), tmpfs=tmpfs, mounts=mounts)
         labels = {RUNTIME_LABEL: "docker", OWNER_LABEL: self.engine.owner}
         environment = {"HOME": home, "LANG": "C.UTF-8", **self.env}
         self.engine.ensure_reaper()
@@ -177,6 +156,34 @@ class DockerContainer:
                 raise
         self.started_s = time.monotonic() - begin
         return workdir
+
+    def _host_config(self, *, network: bool, caps: Sequence[str], tmpfs: dict[str, str], mounts: list) -> Any:
+        """The engine's host settings of a container of this one's limits: no capabilities but ``caps``,
+        ``no-new-privileges``, an init, a read-only image, memory, CPU, pids and file limits."""
+        docker = _docker_module()
+        limits = self.limits
+        file_size = limits.max_file_mb * 1024 * 1024
+        return self.engine.api.create_host_config(
+            network_mode="bridge" if network else "none",
+            cap_drop=["ALL"],
+            cap_add=list(caps) or None,
+            security_opt=["no-new-privileges:true"],
+            init=True,
+            read_only=True,
+            auto_remove=True,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(self.cpus * 1e9) if self.cpus else None,
+            pids_limit=limits.max_processes,
+            shm_size=f"{min(64, self.disk_mb)}m",
+            ulimits=[
+                docker.types.Ulimit(name="fsize", soft=file_size, hard=file_size),
+                docker.types.Ulimit(name="core", soft=0, hard=0),
+                docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
+            ],
+            tmpfs=tmpfs,
+            mounts=mounts,
+        )
 
     def restore(self) -> None:
         """Bring the container back to the state it started in, for another episode: every command and
@@ -622,29 +629,7 @@ class DockerContainer:
                 ),
             )
         ]
-        limits = self.limits
-        file_size = limits.max_file_mb * 1024 * 1024
-        host_config = api.create_host_config(
-            network_mode="none",
-            cap_drop=["ALL"],
-            cap_add=list(caps),
-            security_opt=["no-new-privileges:true"],
-            init=True,
-            read_only=True,
-            auto_remove=True,
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=int(self.cpus * 1e9) if self.cpus else None,
-            pids_limit=limits.max_processes,
-            shm_size=f"{min(64, self.disk_mb)}m",
-            ulimits=[
-                docker.types.Ulimit(name="fsize", soft=file_size, hard=file_size),
-                docker.types.Ulimit(name="core", soft=0, hard=0),
-                docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
-            ],
-            tmpfs=tmpfs,
-            mounts=mounts,
-        )
+        host_config = self._host_config(network=False, caps=caps, tmpfs=tmpfs, mounts=mounts)
         begin = time.monotonic()
         with self.engine.starts.admit():
             try:
