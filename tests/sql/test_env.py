@@ -219,6 +219,19 @@ def test_a_query_gets_skyrls_observation_with_the_turns_left(shop_files, engine)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_a_misspelt_statement_is_a_syntax_error_not_a_forbidden_one(shop_files, engine):
+    env = make(shop_task(shop_files[engine], COUNT_ORDERS))
+    for typo in ("SELEC * FROM orders", "SELCT COUNT(*) FROM orders", "COUNT orders"):
+        output = env.step(f"<think>typo</think><sql>{typo}</sql>")
+        content = output["observations"][0]["content"]
+        assert output["metadata"]["error_kind"] == "syntax", (typo, content)
+        assert "could not be parsed" in content and "not allowed" not in content
+    output = env.step("<think>drop</think><sql>DROP TABLE orders</sql>")
+    assert output["metadata"]["error_kind"] == "unsafe"
+    assert "DROP statements are not allowed" in output["observations"][0]["content"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_a_query_gets_a_table_with_column_names_when_strict(shop_files, engine):
     env = make(shop_task(shop_files[engine], COUNT_ORDERS), env_config=STRICT)
     output = env.step(

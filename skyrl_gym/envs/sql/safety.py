@@ -364,6 +364,9 @@ def _check(sql: str, dialect: str, relations: Relations | None, depth: int) -> s
     while isinstance(root, (exp.Subquery, exp.Paren)) and isinstance(root.this, exp.Expression):
         root = root.this
     if not isinstance(root, (exp.Select, exp.SetOperation, exp.Values)):
+        typo = _not_a_statement(statement, dialect, root, first.text)
+        if typo is not None:
+            raise UnparsableQuery(f"the query could not be parsed: {typo}")
         word = _statement_name(root, first.text)
         raise UnsafeQuery(
             f"{word} statements are not allowed; only read-only queries run here ({ALLOWED_WORDS})"
@@ -426,6 +429,47 @@ def _describe_error(exc: BaseException) -> str:
 def _readable(description: str) -> str:
     # "Required keyword: 'expression' missing for <class 'sqlglot.expressions.core.Add'>" -> "... for Add"
     return re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", description)
+
+
+# Words that begin a statement in DuckDB or SQLite (or other engines) that sqlglot may read as a bare
+# expression (``CHECKPOINT`` as a column, ``INSTALL x`` as an alias): such a statement is refused as forbidden.
+_STATEMENT_WORDS = frozenset(
+    """ABORT ALTER ANALYZE ATTACH BEGIN CALL CHECKPOINT COMMENT COMMIT COPY CREATE DEALLOCATE DECLARE DELETE DESC
+    DESCRIBE DETACH DROP END EXECUTE EXPLAIN EXPORT FORCE FROM GRANT IMPORT INSERT INSTALL KILL LOAD LOCK MERGE
+    PIVOT PRAGMA PREPARE REFRESH REINDEX RELEASE REPLACE RESET REVOKE ROLLBACK SAVEPOINT SELECT SET SHOW
+    SUMMARIZE TABLE TRUNCATE UNINSTALL UNLOCK UNPIVOT UPDATE UPSERT USE VACUUM VALUES WITH""".split()
+)
+
+
+def _not_a_statement(sql: str, dialect: str, root: exp.Expression, first_word: str) -> str | None:
+    """The parser's message when ``sql`` is no statement at all (a typo such as ``SELEC * FROM t``, or prose,
+    that sqlglot read as a bare expression), else ``None`` (a real statement: refused as forbidden)."""
+    if isinstance(root, _FORBIDDEN_NODES) or first_word.upper() in _STATEMENT_WORDS:
+        return None
+    if dialect == "duckdb":
+        return _engine_syntax_error(sql, dialect)  # None: DuckDB reads a statement there, which is refused
+    if dialect == "sqlite":
+        message = _sqlite_syntax_error(sql)
+        if message is not None:
+            return message
+    return f'syntax error at or near "{first_word}"'
+
+
+def _sqlite_syntax_error(sql: str) -> str | None:
+    """SQLite's own message for a syntax error in ``sql``: compiled (as ``EXPLAIN``, never run) on an empty
+    in-memory database whose authorizer denies every action."""
+    import sqlite3
+
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.set_authorizer(lambda *_: sqlite3.SQLITE_DENY)
+        connection.execute(f"EXPLAIN {sql}")
+    except sqlite3.Error as exc:
+        text = str(exc)
+        return text[:500] if "syntax error" in text or "incomplete input" in text else None
+    finally:
+        connection.close()
+    return None
 
 
 def _statement_name(node: exp.Expression, first_word: str) -> str:
