@@ -25,6 +25,7 @@ from typing import Any
 
 import skyrl_gym
 from skyrl_gym.core import Env
+from skyrl_gym.progress import EpisodeProgress
 
 Policy = Callable[[Env, list[dict[str, Any]], random.Random], str]
 
@@ -47,6 +48,9 @@ def _babbler(env: Env, conversation: list[dict[str, Any]], rng: random.Random) -
     text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
     return f"{text} {rng.randint(0, 100)}"
 
+
+PASS_REWARD = 1.0
+"""The reward at which ``play``'s progress counts an episode as passed (full reward)."""
 
 POLICIES: dict[str, Policy] = {"oracle": _oracle, "babbler": _babbler, "noop": _noop}
 """Scripted policies: the reference action, uninformed text, and silence."""
@@ -84,12 +88,17 @@ def load_tasks(path: str) -> list[dict[str, Any]]:
 
 
 def play(
-    env_id: str, policy: Policy, episodes: int, seed: int, tasks: list[dict[str, Any]] | None = None
+    env_id: str,
+    policy: Policy,
+    episodes: int,
+    seed: int,
+    tasks: list[dict[str, Any]] | None = None,
+    on_episode: Callable[[float, str], None] | None = None,
 ) -> dict[str, Any]:
     """Play ``episodes`` episodes of ``env_id`` with ``policy``; return reward and end-state statistics.
 
     Episode ``i`` plays ``tasks[i % len(tasks)]`` when tasks are given, else the default task for seed
-    ``seed + i``."""
+    ``seed + i``. ``on_episode(reward, end)`` is called after each episode."""
     rng = random.Random(seed)
     rewards, turns, ends = [], [], Counter()
     with skyrl_gym.make(env_id) as env:
@@ -111,7 +120,10 @@ def play(
                 done, n = output["done"], n + 1
             rewards.append(total)
             turns.append(n)
-            ends[output["metadata"].get("end", "?")] += 1
+            end = output["metadata"].get("end", "?")
+            ends[end] += 1
+            if on_episode is not None:
+                on_episode(total, end)
     return {
         "episodes": episodes,
         "mean_reward": sum(rewards) / len(rewards),
@@ -188,6 +200,13 @@ def _parser() -> argparse.ArgumentParser:
     p_play.add_argument("--seed", type=int, default=0)
     p_play.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p_play.add_argument("--tasks", metavar="FILE", help=tasks_help)
+    p_play.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="episodes done, pass rate (full reward) and ETA on stderr (default: when stderr is a terminal; "
+        "--progress elsewhere writes one line per episode)",
+    )
     p_check = sub.add_parser("check", help="run the conformance checker on environments", parents=[common])
     p_check.add_argument("env_ids", nargs="+")
     p_check.add_argument("--tasks", metavar="FILE", help=tasks_help)
@@ -220,10 +239,18 @@ def _run(args: argparse.Namespace) -> int:
     tasks = load_tasks(args.tasks) if args.tasks else None
     results = []
     start = time.perf_counter()
-    for env_id in _playable(args.env_ids, with_tasks=tasks is not None):
-        for name in policies:
-            stats = play(env_id, POLICIES[name], args.episodes, args.seed, tasks)
-            results.append({"env": env_id, "policy": name, **stats})
+    env_ids = _playable(args.env_ids, with_tasks=tasks is not None)
+    total = len(env_ids) * len(policies) * args.episodes
+    with EpisodeProgress(total, desc="play", enabled=args.progress) as progress:
+
+        def on_episode(reward: float, end: str) -> None:
+            progress.update(None if end == "error" else reward >= PASS_REWARD)
+
+        for env_id in env_ids:
+            for name in policies:
+                progress.set_label(f"{env_id}/{name}")
+                stats = play(env_id, POLICIES[name], args.episodes, args.seed, tasks, on_episode)
+                results.append({"env": env_id, "policy": name, **stats})
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -5,6 +5,7 @@
     skyrl-train eval --env text2sql --n 4                       # pass@k of a model on an environment's tasks
     skyrl-train eval --data rows.jsonl --base-url http://127.0.0.1:8000 --model Qwen/Qwen2.5-7B-Instruct
     skyrl-train eval --env swe --env-config backend=bwrap --limit 4 --max-turns 2
+    skyrl-train eval --env terminal --agent react --limit 4 --show 2   # and 2 episodes as the model played them
     skyrl-train config sql_qwen7b_8gpu          # print the validated config
     skyrl-train config sql_cpu --describe       # every key: type, default, this recipe's value, what it does
     skyrl-train recipes                         # list the shipped recipes
@@ -100,9 +101,11 @@ def _train(args: argparse.Namespace) -> int:
 
 def _eval_tasks(args: argparse.Namespace) -> int:
     """``eval --env``/``--data``: the tasks through the agent runner, pass@k per family and overall."""
-    from skyrl_train.evaluation import env_rows, format_table, read_rows, run_eval
+    from skyrl_train.evaluation import env_rows, format_episodes, format_table, read_rows, run_eval
     from skyrl_train.inference import make_engine
 
+    if args.show < 0:
+        raise UsageError(f"--show takes a number of episodes (0 or more), got {args.show}")
     env_config = _env_config(args.env_config)
     if args.data:
         rows = read_rows(args.data)[: args.limit]
@@ -129,12 +132,16 @@ def _eval_tasks(args: argparse.Namespace) -> int:
             family_column=args.family_column,
             env_configs=env_configs,
             max_concurrency=args.max_concurrency,
+            progress=args.progress,
         )
     finally:
         close = getattr(engine, "close", None)
         if callable(close):
             close()
     print(format_table(table))
+    if args.show:
+        print()
+        print(format_episodes(rows, output.trajectories, args.show))
     if args.json:
         print(json.dumps({"pass_at_k": table, "metrics": output.metrics}, indent=2))
     return 0
@@ -156,6 +163,9 @@ def _env_config(items: list[str]) -> dict[str, Any]:
 def _eval(args: argparse.Namespace) -> int:
     if args.env or args.data:
         return _eval_tasks(args)
+    if args.show or args.progress is not None:
+        flag = "--show" if args.show else "--progress" if args.progress else "--no-progress"
+        raise UsageError(f"{flag} applies to `skyrl-train eval --env/--data`, not to a recipe's evaluation")
     cfg = _load(args)
     _announce(args, cfg)
     from skyrl_train.trainer import Trainer
@@ -242,6 +252,21 @@ def _parser() -> argparse.ArgumentParser:
             )
             p.add_argument("--max-concurrency", type=int, default=16, help="most trajectories at once")
             p.add_argument("--json", action="store_true", help="also print the table and metrics as JSON")
+            p.add_argument(
+                "--show",
+                type=int,
+                default=0,
+                metavar="N",
+                help="after the table, print N episodes as the model played them: the task, each action and "
+                "observation, the reward and end (--env/--data)",
+            )
+            p.add_argument(
+                "--progress",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="episodes done, pass rate so far, elapsed and ETA on stderr (default: when stderr is a "
+                "terminal; --progress elsewhere writes one line per episode) (--env/--data)",
+            )
     sub.add_parser("recipes", help="list the shipped recipes", parents=[debug])
     export = sub.add_parser(
         "export", help="write a checkpoint's policy as a Hugging Face model folder", parents=[debug]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "env_rows",
     "evaluate_rows",
+    "format_episodes",
     "format_table",
     "pass_at_k",
     "pass_at_k_table",
@@ -185,9 +186,15 @@ def run_eval(
     family_column: str = "data_source",
     env_configs: Mapping[str, Any] | None = None,
     max_concurrency: int = 16,
+    progress: bool | None = False,
 ) -> tuple[dict[str, dict[str, float]], Any]:
     """Play ``n`` samples of every row through an :class:`~skyrl_train.agent.AgentRunner`; the pass@k table
-    (k = 1 and powers of two up to ``n``) and the runner's output."""
+    (k = 1 and powers of two up to ``n``) and the runner's output.
+
+    ``progress`` shows episodes done, the pass rate so far, elapsed time and ETA on stderr as each episode
+    finishes (``None``: when stderr is a terminal; see :class:`skyrl_gym.progress.EpisodeProgress`).
+    """
+    from skyrl_gym.progress import EpisodeProgress
     from skyrl_train.agent import AgentRunner
     from skyrl_train.inference.base import SamplingParams
 
@@ -201,7 +208,13 @@ def run_eval(
         max_concurrent_trajectories=max_concurrency,
     )
     params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed)
-    output = asyncio.run(runner.run(list(rows), n, params))
+    threshold = runner.pass_threshold
+    with EpisodeProgress(len(rows) * n, desc="eval", enabled=progress) as bar:
+
+        def finished(trajectory: Any) -> None:
+            bar.update(None if trajectory.is_error else trajectory.reward >= threshold)
+
+        output = asyncio.run(runner.run(list(rows), n, params, on_result=finished))
     rewards: list[list[float]] = [[] for _ in rows]
     for trajectory in output.trajectories:
         if not trajectory.is_error:
@@ -222,3 +235,100 @@ def format_table(table: Mapping[str, Mapping[str, float]]) -> str:
         values = " ".join(f"{entry[c]:8.3f}" for c in columns)
         lines.append(f"{name:{width}} {int(entry['tasks']):6d} {int(entry['errors']):6d} {values}")
     return "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text``, or its head and tail with a note of what was left out when it is longer than ``limit``."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    left_out = len(text) - head - tail
+    return f"{text[:head]}\n[... {left_out:,} characters left out ...]\n{text[len(text) - tail :]}"
+
+
+def _content(message: Any) -> str:
+    if not isinstance(message, Mapping):
+        return str(message)
+    content = message.get("content")
+    if isinstance(content, list):  # content parts
+        content = "\n".join(
+            str(part.get("text", part)) if isinstance(part, Mapping) else str(part) for part in content
+        )
+    return "" if content is None else str(content)
+
+
+def _block(title: str, messages: Sequence[Any], limit: int) -> list[str]:
+    """A titled block of messages, each ``[role]`` then its text indented."""
+    lines = [title]
+    if not messages:
+        lines.append("    (none)")
+    for message in messages:
+        role = message.get("role", "?") if isinstance(message, Mapping) else "?"
+        text = _clip(_content(message), limit)
+        body = text.splitlines() or [""]
+        lines.append(f"    [{role}] {body[0]}")
+        lines.extend(f"    {line}" for line in body[1:])
+    return lines
+
+
+def format_episodes(
+    rows: Sequence[Mapping[str, Any]],
+    trajectories: Sequence[Any],
+    count: int,
+    *,
+    pass_threshold: float = 1.0,
+    max_chars: int = 2000,
+) -> str:
+    """Up to ``count`` episodes as the model played them, for a terminal: the task, each action (the model's
+    text) and observation (the environment's reply), then the reward and how the episode ended.
+
+    The first sample of each task comes first (then the second samples...), so that ``count`` episodes show
+    as many tasks as they can. A text longer than ``max_chars`` keeps its head and tail, with a note of how
+    much was left out.
+    """
+    chosen = sorted(trajectories, key=lambda t: (t.sample_index, t.group_id))[: max(count, 0)]
+    out: list[str] = []
+    for number, t in enumerate(chosen, 1):
+        row = rows[t.group_id] if 0 <= t.group_id < len(rows) else {}
+        family = row.get("data_source")
+        where = f"task {t.group_id + 1}/{len(rows)}" + (f" ({family})" if family else "")
+        samples = sum(1 for other in trajectories if other.group_id == t.group_id)
+        head = f"episode {number}/{len(chosen)}: {where}, sample {t.sample_index + 1}/{samples}"
+        if t.env_class:
+            head += f", {t.env_class}"
+        out += ["", "=" * 100, head, "=" * 100]
+        messages = list(t.messages or [])
+        first_action = next(
+            (i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages)
+        )
+        prompt = messages[:first_action]
+        if not prompt:
+            raw = row.get("prompt")
+            prompt = [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+        out += _block("task:", prompt, max_chars)
+        turn, pending = 0, list(messages[first_action:])
+        while pending:
+            action = pending.pop(0)
+            turn += 1
+            out += _block(f"action {turn} (model):", [action], max_chars)
+            observations = []
+            while pending and pending[0].get("role") != "assistant":
+                observations.append(pending.pop(0))
+            last = not pending
+            if observations or not last:
+                out += _block(f"observation {turn} (environment):", observations, max_chars)
+        if t.final_observations:
+            out += _block(f"observation {turn} (environment, final):", t.final_observations, max_chars)
+        if t.is_error:
+            verdict = "error"
+        else:
+            verdict = "passed" if t.reward >= pass_threshold else "failed"
+        end = t.end + (f" by {t.truncated_by}" if t.truncated_by else "")
+        plural = "s" if t.num_turns != 1 else ""
+        out.append(f"result: reward {t.reward:.3f} ({verdict}), end {end}, {t.num_turns} turn{plural}")
+        if t.error:
+            out.append(f"error: {_clip(t.error, max_chars)}")
+        if t.verification:
+            out.append(f"verification: {_clip(json.dumps(t.verification, default=str), max_chars)}")
+    return "\n".join(out[1:] if out else out)

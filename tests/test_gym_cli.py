@@ -97,3 +97,33 @@ def test_check_env_without_tasks_fails_one_rule():
     assert report.passed == ["make-returns-env"]
     tasks = [{"prompt": "Guess.", "extras": {"reward_spec": {"ground_truth": "3"}}}]
     assert check_env(NoTasksEnv, tasks=tasks, gymnasium_check=False).ok
+
+
+def test_play_progress_counts_episodes_and_passes_on_stderr(capsys, no_tasks_env, tasks_file):
+    argv = ["play", no_tasks_env, "--tasks", str(tasks_file), "--episodes", "2", "--policy", "oracle"]
+    assert main([*argv, "--policy", "noop", "--progress"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("play: ")]
+    assert [line.split(",")[0] for line in lines] == [f"play: {i}/4 ep" for i in range(1, 5)]
+    assert f"{no_tasks_env}/oracle pass 2/2 (100%)" in lines[1] and "ETA" in lines[1]
+    assert f"{no_tasks_env}/noop pass 0/2 (0%)" in lines[3]
+    assert main(argv) == 0  # stderr is not a terminal: no progress unless asked
+    assert "play: " not in capsys.readouterr().err
+
+
+def test_progress_is_a_live_bar_on_a_terminal():
+    import io
+
+    from skyrl_gym.progress import EpisodeProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    with EpisodeProgress(3, desc="eval", file=screen) as progress:
+        progress.update(True)
+        progress.update(False)
+        progress.update(None)
+    assert progress.mode == "bar" and "\r" in screen.getvalue()
+    assert "3/3" in screen.getvalue() and "pass 1/2 (50%), 1 error" in screen.getvalue()
+    assert EpisodeProgress(3, enabled=False, file=screen).mode == "off"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from skyrl_train.agent.metrics import rollout_metrics
@@ -155,6 +155,7 @@ class AgentRunner(Generator):
         n_samples: int,
         sampling_params: Any,
         group_offset: int = 0,
+        on_result: Callable[[TrajectoryResult], None] | None = None,
     ) -> GeneratorOutput:
         """Play ``n_samples`` trajectories of each row, concurrently through the dispatcher.
 
@@ -163,7 +164,8 @@ class AgentRunner(Generator):
         sample gets its own seed (:func:`~skyrl_train.agent.template.sample_seed`), so a run is reproducible
         for the same ``group_offset``; use a global prompt index as ``group_offset`` to keep seeds distinct
         across steps. A trajectory that fails is returned with ``end == "error"``; the batch never fails for
-        it, and the other samples of its group are kept.
+        it, and the other samples of its group are kept. ``on_result(trajectory)`` (optional) is called as each
+        trajectory finishes (after its release), in the order they finish, e.g. to show progress.
         """
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
@@ -173,6 +175,9 @@ class AgentRunner(Generator):
             for i, row in enumerate(rows)
             for k in range(n_samples)
         ]
+        if on_result is not None:
+            for job in jobs:
+                job.on_done = on_result
         await self.dispatcher.run(jobs)
         # the jobs' own records: a dispatcher's failure (a stage past its deadline) is already marked on them
         trajectories = [job.result for job in jobs]

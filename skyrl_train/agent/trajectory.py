@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from skyrl_train.agent.template import sample_seed, stop_strings_for
@@ -108,6 +108,8 @@ class Trajectory:
         self._released = False
         self.reused = False
         """Whether the environment is one an earlier trajectory of the same worker kept (see ``reuse_envs``)."""
+        self.on_done: Callable[[TrajectoryResult], None] | None = None
+        """Called with :attr:`result` once the trajectory is released (its reward and end final)."""
         result = TrajectoryResult(prompt_ids=[], group_id=group_id, sample_index=sample_index)
         data_source = row.get("data_source")
         result.data_source = data_source if isinstance(data_source, str) else None
@@ -310,6 +312,11 @@ class Trajectory:
                 self._fail(f"environment close failed: {_describe(exc)}")
         finally:
             result.reward = float(sum(result.turn_rewards))
+            if self.on_done is not None:
+                try:
+                    self.on_done(result)
+                except Exception:
+                    logger.warning("on_done of %r raised:\n%s", self, traceback.format_exc())
 
     async def run(self) -> TrajectoryResult:
         """All stages in order, one after the other (no dispatcher); returns :attr:`result`."""
@@ -402,6 +409,8 @@ class Trajectory:
             trajectory.env_s += time.monotonic() - started
             trajectory.turn_rewards.append(float(step.get("reward", 0.0)))
             metadata = step.get("metadata") or {}
+            observations = [dict(m) for m in step.get("observations") or []]
+            trajectory.final_observations = observations
             if step.get("done"):
                 end = metadata.get("end", "terminated")
                 if end == "error":
@@ -422,7 +431,6 @@ class Trajectory:
                 self._end("context_exhausted", truncated_by="max_tokens_per_trajectory")
                 break
 
-            observations = [dict(m) for m in step.get("observations") or []]
             delta = template.encode(template.observation_delta(messages, observations))
             if max_input_length is not None and (
                 len(trajectory.prompt_ids) + len(trajectory.response_ids) + len(delta) > max_input_length
@@ -431,6 +439,7 @@ class Trajectory:
                 break
             _extend(trajectory, delta, trainable=False)
             messages.extend(observations)
+            trajectory.final_observations = []
 
     def _append_model_turn(self, output: Any) -> tuple[str, str]:
         """Append the model's tokens (trainable) and any missing end-of-turn (not).

@@ -130,3 +130,78 @@ def test_eval_an_environments_task_set_with_a_local_model(tokenizer, tmp_path, c
     # three distinct tasks of the environment's own set, two samples each, none in error
     assert result["pass_at_k"]["overall"]["tasks"] == 3.0 and result["pass_at_k"]["overall"]["errors"] == 0.0
     assert result["metrics"]["generate/num_trajectories"] == 6.0
+
+
+def _guess_rows(tmp_path, secrets):
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"Guess the digit (task {i})."}],
+            "env_class": "eval_test_countdown",
+            "reward_spec": {"method": "rule", "ground_truth": secret},
+            "max_turns": 2,
+            "data_source": "digits",
+        }
+        for i, secret in enumerate(secrets)
+    ]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(data)
+
+
+def test_eval_show_prints_episodes_and_progress_counts_on_stderr(server, tmp_path, capsys):
+    # the server always answers 3: task 1 passes in one turn, task 2 is told "3 is wrong." and runs out of turns
+    data = _guess_rows(tmp_path, ["3", "5", "7"])
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    assert main(["eval", "--data", data, "--base-url", url, "--show", "2", "--progress"]) == 0
+    captured = capsys.readouterr()
+    out, err = captured.out, captured.err
+    table, _, shown = out.partition("episode 1/2")
+    assert table.splitlines()[0].split()[:3] == ["family", "tasks", "errors"]
+    assert "episode 2/2" in shown and "episode 3/" not in shown
+    first, _, second = shown.partition("episode 2/2")
+    assert "Guess the digit (task 0)." in first and "action 1 (model):" in first
+    assert "<answer>3</answer>" in first and "result: reward 1.000 (passed), end terminated, 1 turn" in first
+    assert "Guess the digit (task 1)." in second
+    assert "action 1 (model):" in second and "action 2 (model):" in second
+    assert "observation 1 (environment):" in second and "3 is wrong." in second
+    # the observation that ended the episode is shown too
+    assert "observation 2 (environment, final):" in second
+    assert "result: reward 0.000 (failed), end truncated by max_turns, 2 turns" in second
+    assert "task 2." not in shown  # only the two episodes asked for
+    # progress: one line per finished episode (stderr is not a terminal), with the counts and the pass rate
+    lines = [line for line in err.splitlines() if line.startswith("eval: ")]
+    assert len(lines) == 3
+    assert "eval: 3/3 ep, pass 1/3 (33%)" in lines[-1] and "elapsed" in lines[-1] and "ETA" in lines[-1]
+    assert {line.split()[1] for line in lines} == {"1/3", "2/3", "3/3"}
+
+
+def test_eval_progress_is_off_when_stderr_is_not_a_terminal(server, tmp_path, capsys):
+    data = _guess_rows(tmp_path, ["3"])
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    assert main(["eval", "--data", data, "--base-url", url]) == 0
+    captured = capsys.readouterr()
+    assert "eval: " not in captured.err and "episode 1/" not in captured.out
+    assert main(["eval", "--show", "1"]) == 2  # a recipe's evaluation has no episodes to show
+    assert "--show applies to `skyrl-train eval --env/--data`" in capsys.readouterr().err
+
+
+def test_show_clips_long_texts_with_a_note():
+    from skyrl_train.evaluation import format_episodes
+    from skyrl_train.generator.base import TrajectoryResult
+
+    long = "x" * 600 + "THE-END"
+    episode = TrajectoryResult(
+        prompt_ids=[],
+        messages=[{"role": "user", "content": "do it"}, {"role": "assistant", "content": long}],
+        final_observations=[{"role": "user", "content": "done"}],
+        turn_rewards=[0.5],
+        reward=0.5,
+        end="terminated",
+        num_turns=1,
+        env_class="somewhere",
+    )
+    text = format_episodes([{"prompt": "do it"}], [episode], 5, max_chars=300)
+    assert "[... 307 characters left out ...]" in text and "THE-END" in text
+    assert "episode 1/1: task 1/1, sample 1/1, somewhere" in text
+    assert "observation 1 (environment, final):" in text and "[user] done" in text
+    assert "result: reward 0.500 (failed), end terminated, 1 turn" in text
