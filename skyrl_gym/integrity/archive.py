@@ -86,15 +86,7 @@ def safe_extract(
                 if any(tuple(parts[:i]) in links for i in range(1, len(parts) + 1)):
                     result.skipped.append((member.name, "under a symbolic link"))
                     continue
-                kind = (
-                    "dir"
-                    if member.isdir()
-                    else "file"
-                    if member.isreg()
-                    else "link"
-                    if member.issym()
-                    else None
-                )
+                kind = _KINDS.get(member.type)
                 if kind is None:
                     result.skipped.append((member.name, "not a file, folder or symbolic link"))
                     continue
@@ -107,30 +99,46 @@ def safe_extract(
                     result.skipped.append((member.name, f"its folder could not be made: {exc.strerror}"))
                     continue
                 try:
-                    name = parts[-1]
-                    _remove_existing(parent, name)
+                    total += member.size if kind == "file" else 0
+                    if total > max_bytes:
+                        raise UnsafeArchive(f"the files add up to more than {max_bytes} bytes")
+                    _write_member(tar, member, kind, parent, parts[-1])
                     if kind == "link":
-                        os.symlink(member.linkname, name, dir_fd=parent)
                         links.add(tuple(parts))
                     else:
-                        total += member.size
-                        if total > max_bytes:
-                            raise UnsafeArchive(f"the files add up to more than {max_bytes} bytes")
-                        mode = stat.S_IMODE(member.mode) & 0o755 | 0o600
-                        fd = os.open(
-                            name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=parent
-                        )
-                        with os.fdopen(fd, "wb") as out:
-                            source = tar.extractfile(member)
-                            if source is not None:
-                                while chunk := source.read(1 << 20):
-                                    out.write(chunk)
                         result.files += 1
+                except OSError as exc:  # a folder where a file should be, a name too long
+                    result.skipped.append((member.name, f"it could not be written: {exc.strerror}"))
                 finally:
                     os.close(parent)
     finally:
         os.close(root_fd)
     return result
+
+
+_KINDS = {
+    tarfile.DIRTYPE: "dir",
+    tarfile.REGTYPE: "file",
+    tarfile.AREGTYPE: "file",
+    tarfile.CONTTYPE: "file",
+    tarfile.SYMTYPE: "link",
+}
+"""The member types unpacked; hard links, devices, fifos and the rest are skipped."""
+
+
+def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, kind: str, parent: int, name: str) -> None:
+    """One file or link, written in the folder ``parent`` without following a link."""
+    _remove_existing(parent, name)
+    if kind == "link":
+        os.symlink(member.linkname, name, dir_fd=parent)
+        return
+    mode = stat.S_IMODE(member.mode) & 0o755 | 0o600
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=parent)
+    with os.fdopen(fd, "wb") as out:
+        source = tar.extractfile(member)
+        if source is not None:
+            while chunk := source.read(1 << 20):
+                out.write(chunk)
 
 
 def _remove_existing(parent: int, name: str) -> None:

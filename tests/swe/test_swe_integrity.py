@@ -136,6 +136,7 @@ def test_safe_extract_never_writes_through_a_link(tmp_path):
             ("../escape", "file", "planted"),
             ("/abs-name", "file", "planted"),
             ("pipe", "fifo", ""),
+            ("ok", "file", "a file where a folder is"),
         ]
     )
     result = safe_extract(data, dest)
@@ -147,6 +148,7 @@ def test_safe_extract_never_writes_through_a_link(tmp_path):
     assert not (tmp_path / "escape").exists()
     skipped = dict(result.skipped)
     assert "under a symbolic link" in skipped["up/victim"] and "under a symbolic link" in skipped["l0/victim"]
+    assert "could not be written" in skipped["ok"] and (dest / "ok" / "file.py").is_file()
 
 
 def test_screen_names_what_it_drops_and_rejects():
