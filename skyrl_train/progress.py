@@ -10,6 +10,10 @@ import sys
 import time
 from typing import Any
 
+from skyrl_gym.progress import format_duration
+
+__all__ = ["ProgressBar", "format_duration", "write"]
+
 
 def write(message: str) -> None:
     """Print a line above any active progress bar (plain print when tqdm is missing)."""
@@ -19,20 +23,6 @@ def write(message: str) -> None:
         print(message, flush=True)
         return
     tqdm.write(message, file=sys.stdout)
-
-
-def format_duration(seconds: float | None) -> str:
-    """``1h02m03s`` / ``4m05s`` / ``7s``; ``?`` when unknown."""
-    if seconds is None or seconds != seconds or seconds == float("inf"):
-        return "?"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 class ProgressBar:

@@ -6,11 +6,8 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -64,35 +61,12 @@ def test_tinker_client(tmp_path):
     # `skyrl-train serve` with the embedded model comes up in seconds on the CPU and the script takes about
     # 10 s, so the test starts a real server, as a user does, and runs the script against it.
     pytest.importorskip("tinker")
-    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("httpx")
     sys.path.insert(0, str(Path(__file__).parent / "tinker"))
-    from tinker_server import free_port
+    from tinker_server import serve_command
 
-    port = free_port()
-    exe = shutil.which("skyrl-train", path=os.path.dirname(sys.executable))
-    cmd = [exe] if exe else [sys.executable, "-m", "skyrl_train"]
-    cmd += ["serve", "--port", str(port), "--store-dir", str(tmp_path / "store")]
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, f"serve exited: {server.stdout.read()}"
-            try:
-                if httpx.get(f"{url}/api/v1/healthz", timeout=2).json() == {"status": "ok"}:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.5)
+    with serve_command(tmp_path / "store", wait_s=120) as (url, _):
         out = run_example("tinker_client.py", "--base-url", url, cwd=tmp_path, timeout=300)
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
     loss = re.search(r"^loss: (\S+) ", out, re.M)
     assert loss and math.isfinite(float(loss.group(1))) and float(loss.group(1)) > 0, out
     sampled = re.search(r"^sampled: '(.*)'$", out, re.M)

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-
 import pytest
 
 tinker = pytest.importorskip("tinker")
-httpx = pytest.importorskip("httpx")
+pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
 from tinker import types  # noqa: E402
-from tinker_server import free_port  # noqa: E402
+from tinker_server import serve_command  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -24,24 +17,7 @@ pytestmark = pytest.mark.slow
 def test_serve_command_answers_the_client(tmp_path, monkeypatch):
     monkeypatch.setenv("TINKER_API_KEY", "tml-local")
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    port = free_port()
-    exe = shutil.which("skyrl-train", path=os.path.dirname(sys.executable))
-    cmd = [exe] if exe else [sys.executable, "-m", "skyrl_train"]
-    cmd += ["serve", "--port", str(port), "--store-dir", str(tmp_path / "store")]
-    cmd += ["--base-model", "smol=embedded:smollm2-135m"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, f"serve exited: {proc.stdout.read()}"
-            try:
-                if httpx.get(f"{url}/api/v1/healthz", timeout=2).json() == {"status": "ok"}:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.5)
+    with serve_command(tmp_path / "store", ["--base-model", "smol=embedded:smollm2-135m"]) as (url, proc):
         caps = tinker.RestClient(base_url=url).get_server_capabilities().result()
         assert [m.model_name for m in caps.supported_models] == ["smol"]  # --base-model replaced the default
         sc = tinker.ServiceClient(base_url=url)
@@ -54,13 +30,6 @@ def test_serve_command_answers_the_client(tmp_path, monkeypatch):
         assert out.loss_fn_outputs[0]["logprobs"].shape == [4]
         saved = tc.save_state("cli").result().path
         sc.close("success").result()
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, proc.stdout.read()
     index = (tmp_path / "store" / "tinker_checkpoints.json").read_text()
     assert saved in index  # the checkpoint index outlives the process

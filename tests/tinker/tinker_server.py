@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import signal
 import socket
-from collections.abc import Iterator
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +30,38 @@ def running_server(backend: Any, store_dir: Path, **service_kwargs: Any) -> Iter
     service = TinkerService(backend, store_dir, **service_kwargs)
     with serve_in_thread(service) as url:
         yield url, service
+
+
+@contextlib.contextmanager
+def serve_command(
+    store_dir: Path, extra: Sequence[str] = (), wait_s: float = 180
+) -> Iterator[tuple[str, Any]]:
+    """``skyrl-train serve`` as a user starts it (its own process, a free port); yields ``(base_url, process)``
+    once its health check answers, and stops it with SIGINT afterwards (killed if it does not stop)."""
+    import httpx
+
+    port = free_port()
+    exe = shutil.which("skyrl-train", path=os.path.dirname(sys.executable))
+    cmd = [exe] if exe else [sys.executable, "-m", "skyrl_train"]
+    cmd += ["serve", "--port", str(port), "--store-dir", str(store_dir), *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + wait_s  # the model loads first: seconds, more on a busy machine
+        while True:
+            assert proc.poll() is None, f"serve exited: {proc.stdout.read()}"
+            try:
+                if httpx.get(f"{url}/api/v1/healthz", timeout=2).json() == {"status": "ok"}:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "serve did not come up"
+            time.sleep(0.5)
+        yield url, proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
