@@ -655,8 +655,10 @@ class DockerBackend(SWEBackend):
         except (_TooLarge, ValueError) as exc:
             return _Run(1, "", str(exc))
         except Exception as exc:
-            if not self.container.alive() and _engine_answers(self.container):
+            container = self.container
+            if not container.removed and not container.alive() and _engine_answers(container):
                 # the agent killed the container's own process (kill -9 -1): its work went with the container
+                # (a container this side removed, or an engine that does not answer, is the machinery's fault)
                 return _Run(
                     1, "", "the episode's container stopped before verification (its process was killed)"
                 )
