@@ -9,9 +9,7 @@ class's own. The rules below hold for every environment made that way, built-in 
   an environment made from a dataset row without ``init``); ``step`` after the end raises
   :class:`EpisodeEndedError`; ``close`` is idempotent.
 - Budgets (:class:`~skyrl_gym.budget.Budget`): max turns, wall-clock per step and per episode, tool calls
-  (counted by ``BaseTextEnv._execute_tool``) and observation length. A ``max_turns`` below the environment's
-  own lowers its ``max_turns`` attribute when the episode starts, so the turns left it reports are the
-  budget's. A budget that runs out ends the
+  (counted by ``BaseTextEnv._execute_tool``) and observation length. A budget that runs out ends the
   episode with ``metadata["end"] == "truncated"`` and ``metadata["truncated_by"]`` naming it.
 - An exception inside the environment ends the episode with ``metadata["end"] == "error"`` and
   ``metadata["error"]`` describing it (or re-raises, with ``errors="raise"``). Its reward is 0.0 but the
@@ -184,10 +182,6 @@ class EpisodeGuard(Env):
             inner.tool_calls = 0
         if self.budget.max_tool_calls is not None and hasattr(inner, "max_tool_calls"):
             inner.max_tool_calls = self.budget.max_tool_calls
-        own_turns = getattr(inner, "max_turns", None)
-        if self.budget.max_turns is not None and type(own_turns) is int and own_turns > self.budget.max_turns:
-            # an environment that tells the model its turns left ("2 guesses left") counts from the budget
-            inner.max_turns = self.budget.max_turns
         self._phase = "running"
         self._end = None
         self._turns = 0

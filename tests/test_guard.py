@@ -227,18 +227,3 @@ def test_an_oversized_action_is_answered_without_reaching_the_env():
     last = small.step("y" * 11)  # the refused turns still count against max_turns
     assert (last["done"], last["metadata"]["truncated_by"]) == (True, "max_turns")
     assert guarded(CountdownEnv(), max_action_chars=None).step("z" * 2_000_000)["metadata"]["guess"] is None
-
-
-def test_a_turn_budget_below_the_environments_own_is_what_it_reports():
-    """wordle tells the model its guesses left: with a budget of 2 turns it says 1 left after the first."""
-    env = skyrl_gym.make("wordle", extras={"reward_spec": {"ground_truth": "crane"}}, budget={"max_turns": 2})
-    env.init([{"role": "user", "content": "Guess the word."}])
-    first = env.step("<guess>audio</guess>")
-    assert first["observations"][0]["content"].endswith("1 guess left.")
-    last = env.step("<guess>mouse</guess>")
-    assert last["done"] and last["metadata"]["end"] in ("truncated", "terminated")
-    roomy = skyrl_gym.make(
-        "wordle", extras={"reward_spec": {"ground_truth": "crane"}}, budget={"max_turns": 50}
-    )
-    roomy.init([{"role": "user", "content": "Guess the word."}])
-    assert roomy.step("<guess>audio</guess>")["observations"][0]["content"].endswith("5 guesses left.")
