@@ -50,34 +50,19 @@ class Task(NamedTuple):
     """Every other column of the row (``reward_spec``, ``db_id``...), passed to the environment."""
 
 
-# How to build the data files the shipped recipes read, by the name of the folder that holds them.
-_BUILDERS: dict[str, str] = {
-    "text2sql": "python datasets/sql/build_compact.py --out {folder} --levels easy --train 512 --validation 64 "
-    "--heldout 100",
-    "code": "python datasets/code/build.py --out {folder}",
-    "swe": "python datasets/swe/build.py --rows-only",
-}
-
-
-def _build_hint(path: Path) -> str:
-    folder = path.parent.as_posix()
-    builder = _BUILDERS.get(path.parent.name)
-    if builder is None:
-        return "build it first (a recipe's header comment says how) or point data.train_data/data.val_data at your files"
-    command = builder.format(folder=folder)
-    if folder == "data/text2sql":
-        return f"build it with: make data/text2sql/heldout.parquet (or: {command})"
-    return f"build it with: {command}"
-
-
 def check_data_files(data: DataConfig) -> None:
     """Raise :class:`FileNotFoundError` naming the first missing file of ``data.train_data``/``data.val_data``
-    and the command that builds it (cheap: call it before loading any model)."""
+    and ``data.build_command``, the command that builds it (cheap: call it before loading any model)."""
+    hint = (
+        f"build it with: {data.build_command}"
+        if data.build_command
+        else "build it first (the recipe's header comment may say how) or point data.train_data/data.val_data "
+        "at your files"
+    )
     for key in ("train_data", "val_data"):
         for name in getattr(data, key):
-            path = Path(name)
-            if not path.is_file():
-                raise FileNotFoundError(f"data.{key} file {name} does not exist; {_build_hint(path)}")
+            if not Path(name).is_file():
+                raise FileNotFoundError(f"data.{key} file {name} does not exist; {hint}")
 
 
 def row_to_env_args(row: Mapping[str, Any], default_env_class: str | None = None) -> Task:

@@ -646,6 +646,8 @@ class DataConfig(Section):
     trainer.max_wall_time_s."""
     shuffle: bool = True
     """Shuffle the training rows each epoch (deterministic for trainer.seed)."""
+    build_command: str | None = None
+    """The shell command that builds these data files; a missing file's error names it (a recipe sets it)."""
 
 
 class Config(Section):
