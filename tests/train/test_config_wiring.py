@@ -179,6 +179,7 @@ CHANGED: dict[str, Any] = {
     "trainer.algorithm.dynamic_sampling.type": "filter",
     "data.train_data": ["{data}/train_b.jsonl"],
     "data.val_data": ["{data}/val_b.jsonl"],
+    "data.build_command": "make other-data",
     "data.eval_sets": {"heldout": {"paths": ["{data}/val_b.jsonl"], "stages": ["before", "after_rl"]}},
     "trainer.placement.policy_num_gpus_per_node": 2,
     "trainer.placement.ray_address": "auto",
@@ -453,6 +454,12 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
         "val": [row["prompt"][0]["content"] for row in data.val_rows],
         "batches": [[row["prompt"][0]["content"] for row in batch] for batch in data.iterator],
     }
+    from skyrl_train.data import check_data_files
+
+    try:  # what a missing file's error tells the user (data.build_command)
+        check_data_files(config.data.model_copy(update={"train_data": ["/nonexistent/rows.jsonl"]}))
+    except FileNotFoundError as exc:
+        seen["data"]["missing_file_error"] = str(exc)
     stage_evals = StageEvaluator.from_config(config)
     seen["stage_evals"] = {
         s.name: {"stages": list(s.stages), "rows": [row["prompt"][0]["content"] for row in s.rows]}
