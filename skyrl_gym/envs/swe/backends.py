@@ -39,7 +39,7 @@ from typing import Any
 
 from skyrl_gym.envs.swe import repos, testrun
 from skyrl_gym.envs.swe.instance import KIND_SWEBENCH, KIND_SYNTH, SWEInstance, image_for
-from skyrl_gym.integrity import safe_extract, screen_diff, scrub_history_script
+from skyrl_gym.integrity import safe_extract, screen_diff, scrub_history_script, split_diff
 
 __all__ = [
     "BACKENDS",
@@ -153,8 +153,6 @@ def source_dirs(instance: SWEInstance) -> tuple[str, ...]:
     project = _project(instance)
     if project is not None and project.source_dirs:
         return tuple(project.source_dirs)
-    from skyrl_gym.integrity import split_diff
-
     tops = {d.path.split("/", 1)[0] for d in split_diff(instance.fix_patch or instance.bug_patch)}
     return tuple(sorted(tops))
 
@@ -162,8 +160,6 @@ def source_dirs(instance: SWEInstance) -> tuple[str, ...]:
 def test_patch_paths(instance: SWEInstance) -> list[str]:
     """The files a row's ``test_patch`` changes: the agent's diff leaves them alone, so that the test patch
     always applies on top of it (a fix that touched them could otherwise end verification in error)."""
-    from skyrl_gym.integrity import split_diff
-
     return sorted({d.path for d in split_diff(instance.test_patch)})
 
 
