@@ -219,3 +219,15 @@ def test_clean_runner_ignores_what_the_repository_plants(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert parse_report(report.read_text()) == {"tests/test_it.py::test_fails": "failed"}
     assert not marker.exists(), "code the repository planted ran"
+
+
+def test_a_rows_own_source_dirs_decide_what_is_applied():
+    from skyrl_gym.envs.swe.instance import SWEInstance
+
+    row = {**INSTANCE.row, "source_dirs": ["tinydb/storages.py"]}
+    instance = SWEInstance.from_row(row)
+    assert backends.source_dirs(instance) == ("tinydb/storages.py",)
+    screened = screen_diff(instance.fix_patch, backends.source_dirs(instance))
+    touched = {d.path for d in backends.split_diff(instance.fix_patch)}
+    assert set(screened.kept) == touched & {"tinydb/storages.py"}
+    assert set(screened.dropped) == touched - {"tinydb/storages.py"}
