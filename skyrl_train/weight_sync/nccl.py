@@ -70,6 +70,7 @@ class NcclSync(BroadcastSync):
         import torch.distributed as dist
 
         from skyrl_train.distributed import find_free_port
+        from skyrl_train.weight_sync.gate import compare_fingerprints, fingerprints
 
         slots, flat = pack(tensors, self.device)
         if self._group is None or slots != self._slots or self._engine_id != id(engine):
@@ -91,7 +92,9 @@ class NcclSync(BroadcastSync):
             engine.collective_rpc("skyrl_receive_broadcast", args=(meta, flat.numel()))
         )
         await asyncio.to_thread(lambda: self._group.broadcast(flat, 0).wait())
-        await received
+        sent = fingerprints(tensors)
+        for digests in await received:  # what each worker received must be what was sent
+            compare_fingerprints(sent, digests)
         await engine.after_weight_update(version)
         return SyncReport(len(tensors), sum(s.nbytes for s in slots), engine.policy_version)
 
