@@ -361,10 +361,12 @@ def push_weights_in_flight(trainer: Any) -> tuple[int, float]:
     pause = getattr(engine, "pause", None)
     held = int(pause() or 0) if pause is not None else 0
     try:
-        trainer._sync_weights()
+        trainer._sync_weights(check=False)
     finally:
         if pause is not None:
             engine.resume()
+    if trainer.cfg.trainer.sync_weights:
+        trainer._check_weights()  # the gate's probe needs the engine running
     return held, time.perf_counter() - start
 
 
@@ -443,6 +445,7 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]], started:
                     "async/buffered_groups": float(producer.buffered),
                     "time/generate_s": wait_s,  # the trainer's wait: generation itself ran meanwhile
                     "time/sync_s": push_s,
+                    **trainer.last_weight_check,
                     "time/step_s": time.perf_counter() - t0,
                 }
             )

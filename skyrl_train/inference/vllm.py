@@ -230,6 +230,9 @@ class VLLMEngine(InferenceEngine):
     Other keyword arguments go to `vllm.AsyncEngineArgs` (e.g. `max_model_len`, `enforce_eager`).
     """
 
+    _commit = "skyrl_commit_weights"
+    """The worker method that loads the staged chunks of an update."""
+
     def __init__(
         self,
         model_path: str,
@@ -255,6 +258,9 @@ class VLLMEngine(InferenceEngine):
         if not self.on_gpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{cpu_kv_cache_gib:g}")
             enable_sleep_mode = False  # the CPU build refuses sleep mode; there is no device memory to free
+            # a seeded request whose prefill is split over steps makes the CPU build's worker die ("CPU
+            # Generator does not use offset"): prefills are kept whole there
+            engine_kwargs.setdefault("enable_chunked_prefill", False)
         self.enable_sleep_mode = enable_sleep_mode
         self.tensor_parallel_size = tensor_parallel_size
         self.weight_sync_backend = weight_sync_backend
@@ -530,7 +536,7 @@ class VLLMEngine(InferenceEngine):
         except BaseException:
             await self._engine.collective_rpc("skyrl_drop_staged")
             raise
-        await self._engine.collective_rpc("skyrl_commit_weights")
+        await self._engine.collective_rpc(self._commit)
         await self.after_weight_update(version)
         self.last_sync = {
             "tensors": float(count),
@@ -569,7 +575,16 @@ class VLLMEngine(InferenceEngine):
         if self._closed:
             return
         self._closed = True
-        shutdown = getattr(self._engine, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
-        self._loop.stop()
+
+        async def shutdown() -> None:
+            self._engine.shutdown()
+            # the engine's output handler and any request still waiting end here, on their own loop
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            self._loop.call(shutdown())
+        finally:
+            self._loop.stop()

@@ -132,7 +132,9 @@ def test_weight_update_reaches_the_engine_and_passes_the_gate(engine, model, bas
     assert sync["tensors"] == len(new) and sync["chunks"] >= 2 and sync["bytes"] > 500e6
 
 
-def test_bfloat16_tensors_are_cast_to_the_engine_dtype_on_the_sending_side(engine, model, base_state, restore):
+def test_bfloat16_tensors_are_cast_to_the_engine_dtype_on_the_sending_side(
+    engine, model, base_state, restore
+):
     new = perturbed(base_state, seed=3)
     halves = {name: t.to(torch.bfloat16) for name, t in new.items()}
     asyncio.run(engine.update_weights(halves.items()))
@@ -224,3 +226,14 @@ def test_a_thousand_calls_from_sync_and_async_callers_do_not_hang(engine, prompt
 def test_temperature_above_vllms_bound_is_refused_with_a_clear_message(engine, prompts):
     with pytest.raises(ValueError, match="temperature 2.5"):
         asyncio.run(engine.generate(prompts[:1], SamplingParams(temperature=2.5, max_tokens=4)))
+
+
+def test_seeded_requests_whose_prompts_exceed_one_steps_token_budget(engine):
+    """More prompt tokens than one engine step takes (8192 by default): the scheduler must not split a seeded
+    request's prefill, which kills the CPU build's worker."""
+    tokenizer = engine.tokenizer
+    text = " ".join(f"row {i}: SELECT name FROM t{i} WHERE id = {i};" for i in range(60))
+    base = tokenizer(text)["input_ids"][:700]
+    prompts = [[*base[: 700 - i], i + 10] for i in range(14)]  # 14 x ~700 tokens, all different
+    outs = asyncio.run(engine.generate(prompts, SamplingParams(temperature=1.0, max_tokens=4, seed=3)))
+    assert [len(o.token_ids) for o in outs] == [4] * len(prompts)
