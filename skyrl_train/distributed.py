@@ -23,9 +23,25 @@ def find_free_port(host: str = DEFAULT_MASTER_ADDR) -> int:
         return int(sock.getsockname()[1])
 
 
+CUDA_BACKEND = "cpu:gloo,cuda:nccl"
+"""The training workers' process group on GPUs: NCCL for CUDA tensors, gloo for CPU tensors (offloaded
+gradients in the gradient-norm reduction, CPU-built models broadcast from rank 0, metric sums)."""
+
+
 def default_backend(device: str) -> str:
-    """The collective backend for a device type: ``nccl`` for CUDA, ``gloo`` otherwise."""
-    return "nccl" if str(device).startswith("cuda") else "gloo"
+    """The collective backend for a device type: on CUDA :data:`CUDA_BACKEND` (an NCCL-only group cannot
+    reduce the CPU tensors of ``cpu_offload``), ``gloo`` otherwise."""
+    return CUDA_BACKEND if str(device).startswith("cuda") else "gloo"
+
+
+def fork_rng_devices() -> list[int]:
+    """The CUDA devices whose random state ``torch.random.fork_rng`` must save around a seeded block:
+    every visible GPU (``torch.manual_seed`` reseeds them all), none without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return list(range(torch.cuda.device_count()))
 
 
 def init_process_group(
@@ -107,6 +123,18 @@ def all_reduce_sum(value: Any, device: Any = "cpu") -> float:
     tensor = torch.tensor([float(value)], dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return float(tensor.item())
+
+
+def all_reduce_max(value: int, device: Any = "cpu") -> int:
+    """The largest of an integer over all ranks (the integer itself without a process group)."""
+    import torch
+    import torch.distributed as dist
+
+    if not is_distributed():
+        return int(value)
+    tensor = torch.tensor([int(value)], dtype=torch.int64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
 
 
 def all_reduce_mean(metrics: Mapping[str, float], device: Any = "cpu") -> dict[str, float]:

@@ -71,8 +71,11 @@ def apply_lora(model: Any, *, rank: int, alpha: float, targets: list[str], seed:
     import torch
     from peft import LoraConfig, get_peft_model
 
+    from skyrl_train.distributed import fork_rng_devices
+
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets, bias="none")
-    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+    # the caller's random state, the GPUs' too (torch.manual_seed reseeds them all), is left as it was
+    with torch.random.fork_rng(devices=fork_rng_devices()), warnings.catch_warnings():
         # peft asks transformers through a name transformers has deprecated; nothing for a user to do
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(seed)

@@ -1,12 +1,15 @@
 """The training worker's base: one model in one training process, sharded with FSDP2 under a process group.
 
 One worker object lives in each training process. With a default process group (started by
-:class:`skyrl_train.workers.group.WorkerGroup`, gloo on CPU, NCCL on GPU) the model is sharded with
-``fully_shard`` per decoder layer and at the root, and every rank trains on its own slice of the batch
-(data parallel; FSDP averages the gradients). Without a process group the worker runs unsharded in the
+:class:`skyrl_train.workers.group.WorkerGroup`, gloo on CPU, NCCL with gloo beside it for CPU tensors on GPU)
+the model is sharded with ``fully_shard`` per decoder layer and at the root, and every rank trains on its
+own slice of the batch (data parallel; FSDP averages the gradients; every rank runs as many micro-batches as
+the busiest one, so the collectives pair up). Without a process group the worker runs unsharded in the
 calling process, which is the CPU path of the main job.
 
-:class:`FSDPWorker` builds the model (the same initialisation on every rank), shards it, runs the forward
+:class:`FSDPWorker` builds the model on the CPU (the same initialisation on every rank), shards it layer by
+layer onto the device with rank 0's weights in every shard (no rank holds the whole model on its GPU; in
+bfloat16 on CUDA with ``trainer.bf16``, gradients reduced in float32), runs the forward
 passes that score response tokens, the optimizer step with its learning-rate schedule
 (``transformers.get_scheduler``, as SkyRL), full state dicts for weight sync and sharded checkpoints. The
 roles subclass it: :mod:`.policy`, :mod:`.reference`, :mod:`.critic`. Batches: :mod:`.batching`. Outputs are
@@ -34,6 +37,7 @@ from skyrl_train import distributed as dist_utils
 from skyrl_train.config import FSDPConfig, OptimizerConfig, TrainerConfig
 from skyrl_train.workers.batching import (
     Batch,
+    balance_micro_batches,
     batch_tensors,
     iter_micro_batches,
     iter_token_micro_batches,
@@ -46,7 +50,14 @@ from skyrl_train.workers.batching import (
     trim_padding,
 )
 
-__all__ = ["FSDPWorker", "ModelFactory", "build_lr_scheduler", "role_kwargs"]
+__all__ = [
+    "FSDPWorker",
+    "ModelFactory",
+    "build_lr_scheduler",
+    "local_shard",
+    "mixed_precision_policy",
+    "role_kwargs",
+]
 
 ModelFactory = Callable[[], nn.Module]
 """Builds the worker's model (called once per process, under the worker's seed)."""
@@ -151,6 +162,25 @@ def _return_freed_memory_to_the_os() -> None:
         libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
 
 
+def mixed_precision_policy(device: torch.device, bf16: bool) -> Any:
+    """FSDP2's precision for a model sharded on ``device``: with ``bf16`` on CUDA (``trainer.bf16``) the
+    parameters are all-gathered and used in bfloat16 (half the bytes of float32); gradients are always
+    reduced in float32. Elsewhere everything stays float32 (a CPU trains in float32)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    param_dtype = torch.bfloat16 if bf16 and torch.device(device).type == "cuda" else None
+    return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+
+
+def local_shard(full: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """Rank ``rank``'s part of ``full`` as FSDP2 shards it: ``torch.chunk`` over dim 0, empty for ranks past
+    the last chunk."""
+    chunks = torch.chunk(full, world_size, dim=0)
+    if rank < len(chunks):
+        return chunks[rank]
+    return full.new_empty((0, *full.shape[1:]))
+
+
 def _full_value(tensor: torch.Tensor) -> float:
     if hasattr(tensor, "full_tensor"):  # a DTensor from FSDP2's clip_grad_norm_
         tensor = tensor.full_tensor()
@@ -211,12 +241,11 @@ class FSDPWorker:
         self.last_forward_tokens = 0
         self.last_forward_attended = 0
 
-        # The same random initialisation on every rank, without disturbing the caller's random state.
-        with torch.random.fork_rng(devices=[]):
+        # The same random initialisation on every rank, without disturbing the caller's random state (the
+        # CPU's and every GPU's: torch.manual_seed reseeds them all).
+        with torch.random.fork_rng(devices=dist_utils.fork_rng_devices()):
             torch.manual_seed(seed)
             model = self._build_model(model_factory)
-        if not self.cpu_offload:  # offloaded parameters stay on the CPU; FSDP moves them for compute
-            model.to(self.device)
         if gradient_checkpointing:
             _enable_activation_checkpointing(getattr(model, "backbone", model))
         if not trainable:
@@ -224,8 +253,10 @@ class FSDPWorker:
         _disable_dropout(model)
         model.eval()
         if self.sharded:
-            self._broadcast_from_rank0(model)
-            self._shard(model)
+            # the model stays on the CPU: each rank keeps only its shard on the device
+            self._shard_from_rank0(model)
+        else:
+            model.to(self.device)
         self.model = model
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -245,28 +276,54 @@ class FSDPWorker:
         self._layer_class_names = set(getattr(model, "_no_split_modules", None) or ())
         return model
 
-    def _broadcast_from_rank0(self, model: nn.Module) -> None:
-        # Ranks that built the model differently (another seed, another load) would otherwise hold
-        # shards of different models.
+    def _shard_from_rank0(self, model: nn.Module) -> None:
+        """Shard the CPU-built ``model`` over the ranks and load rank 0's weights into every shard.
+
+        ``fully_shard`` moves one decoder layer at a time to the device and keeps this rank's shard of it,
+        so no rank ever holds the whole model on its GPU. Rank 0's tensors then travel one at a time
+        (staged on the device, broadcast, each rank copying its own chunk): ranks that built the model
+        differently (another seed, another load) would otherwise hold shards of different models.
+        """
+        rank0_tensors = (
+            {name: t.detach() for name, t in [*model.named_parameters(), *model.named_buffers()]}
+            if self.rank == 0
+            else {}
+        )
+        self._shard(model)
+        self._load_rank0_tensors(model, rank0_tensors)
+        del rank0_tensors
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # the layers' unsharded copies: back to the driver, not kept in reserve
+
+    def _load_rank0_tensors(self, model: nn.Module, rank0_tensors: Mapping[str, torch.Tensor]) -> None:
         import torch.distributed as dist
 
         with torch.no_grad():
-            for tensor in [*model.parameters(), *model.buffers()]:
-                if tensor.device == self.device:
-                    dist.broadcast(tensor.data, src=0)
-                else:  # CPU-offloaded parameters under NCCL travel through the GPU
-                    staged = tensor.data.to(self.device)
-                    dist.broadcast(staged, src=0)
+            for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+                if self.rank == 0:
+                    staged = rank0_tensors[name].to(self.device)
+                else:
+                    staged = torch.empty(tensor.shape, dtype=tensor.dtype, device=self.device)
+                dist.broadcast(staged, src=0)
+                if hasattr(tensor, "to_local"):  # a DTensor: this rank's chunk of dim 0 (FSDP2's sharding)
+                    local = tensor.to_local()
+                    chunk = local_shard(staged, self.rank, self.world_size)
+                    if chunk.shape != local.shape:
+                        raise RuntimeError(
+                            f"{name}: this rank's shard has shape {tuple(local.shape)}, the chunk of rank "
+                            f"{self.rank} of {self.world_size} of the full tensor {tuple(chunk.shape)}"
+                        )
+                    local.copy_(chunk)
+                else:
                     tensor.data.copy_(staged)
 
     def _shard(self, model: nn.Module) -> None:
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+        from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
         mesh = init_device_mesh(self.device.type, (self.world_size,))
         options = {
-            # Gradients are reduced in float32 even when the forward runs in bf16.
-            "mp_policy": MixedPrecisionPolicy(reduce_dtype=torch.float32),
+            "mp_policy": mixed_precision_policy(self.device, self.bf16),
             "offload_policy": CPUOffloadPolicy() if self.cpu_offload else OffloadPolicy(),
         }
         for layer in _decoder_layers(model, self._layer_class_names):
@@ -393,11 +450,17 @@ class FSDPWorker:
                 entropy = pad_right(entropy_from_logits(logits), response_len)
         return log_probs, entropy
 
-    def _train_micro_batches(self, tensors: Mapping[str, torch.Tensor]) -> Iterator[dict]:
-        """The micro-batches of a train step: ``micro_batch_size`` rows at most and, on the packed path,
-        ``max_tokens_per_micro_batch`` tokens (each loss is weighted by its share, so any split gives the
-        same step)."""
-        return iter_token_micro_batches(tensors, self.micro_batch_size, self.max_tokens_per_micro_batch)
+    def _train_micro_batches(self, tensors: Mapping[str, torch.Tensor]) -> list[tuple[dict, bool]]:
+        """The micro-batches of a train step, each with a flag that says it is padding: ``micro_batch_size``
+        rows at most and, on the packed path, ``max_tokens_per_micro_batch`` tokens (each loss is weighted
+        by its share, so any split gives the same step). Under a process group every rank gets as many as
+        the rank that needs the most (:func:`~skyrl_train.workers.batching.balance_micro_batches`): FSDP's
+        collectives in each forward and backward must pair up across ranks."""
+        micro_batches = list(
+            iter_token_micro_batches(tensors, self.micro_batch_size, self.max_tokens_per_micro_batch)
+        )
+        count = dist_utils.all_reduce_max(len(micro_batches), self._metric_device())
+        return balance_micro_batches(micro_batches, count)
 
     def _metric_device(self) -> Any:
         return self.device if self.device.type == "cuda" else "cpu"

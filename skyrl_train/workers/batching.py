@@ -20,6 +20,7 @@ import torch
 __all__ = [
     "TOKEN_MEAN",
     "Batch",
+    "balance_micro_batches",
     "batch_size",
     "batch_tensors",
     "iter_micro_batches",
@@ -104,6 +105,35 @@ def iter_token_micro_batches(
         prompts.add(prompt)
     if size > start:
         yield slice_batch(tensors, start, size)
+
+
+def balance_micro_batches(micro_batches: list[dict], count: int) -> list[tuple[dict, bool]]:
+    """Exactly ``count`` micro-batches from ``micro_batches``, each with a flag that says it is padding.
+
+    Under FSDP every rank must run the same number of forward and backward passes (each one all-gathers
+    parameters and reduce-scatters gradients with the other ranks), but micro-batches cut by tokens differ
+    in number between ranks. The micro-batch with the most rows is halved until there are ``count`` or
+    every one is a single row; the rest is padding: copies of the one-row micro-batch with the fewest
+    tokens, whose loss the caller weights by 0 and leaves out of its metrics, so the step is unchanged.
+    """
+    if count < len(micro_batches):
+        raise ValueError(f"cannot fit {len(micro_batches)} micro-batches into {count}")
+    if not micro_batches:
+        raise ValueError("no micro-batch to pad from: the rank has no rows")
+    out = list(micro_batches)
+    while len(out) < count:
+        index = max(range(len(out)), key=lambda i: batch_size(out[i]))
+        rows = batch_size(out[index])
+        if rows < 2:
+            break
+        half = rows // 2
+        out[index : index + 1] = [slice_batch(out[index], 0, half), slice_batch(out[index], half, rows)]
+    balanced = [(mb, False) for mb in out]
+    if len(out) < count:
+        tokens = [int(mb["attention_mask"].sum()) for mb in out]
+        smallest = out[min(range(len(out)), key=tokens.__getitem__)]
+        balanced += [(smallest, True)] * (count - len(out))
+    return balanced
 
 
 def run_mini_batches(worker: Any, batch: Batch, mini_batch_size: int, update_epochs: int, role: str):

@@ -1,9 +1,9 @@
 """Run one training worker per process and drive them from the trainer process.
 
 :class:`WorkerGroup` spawns ``world_size`` processes (``torch.multiprocessing``, spawn start method). Each
-joins a process group (gloo on CPU, NCCL on GPU, ``127.0.0.1`` and a free port), builds its worker (for
-example :class:`~skyrl_train.workers.policy.PolicyWorker`, which then shards the model with FSDP2) and waits
-for commands on its own queue. Batch methods send each rank its contiguous slice of the rows; the ranks
+joins a process group (gloo on CPU; on GPU NCCL, with gloo for CPU tensors; ``127.0.0.1`` and a free port),
+builds its worker (for example :class:`~skyrl_train.workers.policy.PolicyWorker`, which then shards the model
+with FSDP2) and waits for commands on its own queue. Batch methods send each rank its contiguous slice of the rows; the ranks
 run the same collective code and the driver returns rank 0's answer (metrics are already averaged over
 ranks by the workers) or the concatenated per-row outputs.
 
@@ -214,8 +214,8 @@ class WorkerGroup(RankedWorkers):
 
     ``worker_cls(**worker_kwargs)`` is built in every process; the class and every argument (the model
     factory in particular) must be picklable: a module-level function or a ``functools.partial`` of one,
-    not a lambda. ``device`` is ``"cpu"`` (gloo) or ``"cuda"`` (NCCL, rank ``r`` on GPU ``r``); by default
-    the ``device`` of ``worker_kwargs``. Use it as a context manager or call :meth:`shutdown`.
+    not a lambda. ``device`` is ``"cpu"`` (gloo) or ``"cuda"`` (NCCL and gloo, rank ``r`` on GPU ``r``); by
+    default the ``device`` of ``worker_kwargs``. Use it as a context manager or call :meth:`shutdown`.
     """
 
     def __init__(

@@ -145,7 +145,7 @@ class PolicyWorker(FSDPWorker):
         def add(key: str, value: Any, weight: float) -> None:
             sums[key] = sums.get(key, 0.0) + float(value) * weight
 
-        for mb in self._train_micro_batches(tensors):
+        for mb, padding in self._train_micro_batches(tensors):
             mb = self._to_device(mb)
             mask = mb["response_mask"].float()
             log_probs, entropy = self._log_probs_and_entropy(
@@ -161,16 +161,22 @@ class PolicyWorker(FSDPWorker):
             )
             loss_metrics = {**(loss_metrics or {}), **correction}
             loss = pg_loss
-            weight = self._micro_weight(mb, self.loss_reduction, tokens, seqs)
+            kl_loss = None
             if has_ref:
                 kl_loss = self._reduce(self._kl(log_probs, mb["ref_log_probs"]), mask)
                 if self.use_kl_loss:
                     loss = loss + self.kl_loss_coef * kl_loss
-                    add("kl_loss", kl_loss.detach(), weight)
-                add("kl", kl_loss.detach(), weight)
             if self.entropy_coef:
                 loss = loss - self.entropy_coef * self._reduce(entropy, mask)
+            # a padding micro-batch only keeps this rank in step with the others' collectives
+            weight = 0.0 if padding else self._micro_weight(mb, self.loss_reduction, tokens, seqs)
             (loss * weight).backward()
+            if padding:
+                continue
+            if kl_loss is not None:
+                if self.use_kl_loss:
+                    add("kl_loss", kl_loss.detach(), weight)
+                add("kl", kl_loss.detach(), weight)
             add("loss", loss.detach(), weight)
             add("pg_loss", pg_loss.detach(), weight)
             for key, value in (loss_metrics or {}).items():

@@ -3,9 +3,9 @@
 
 :class:`RayWorkerGroup` starts ``world_size`` actors (each on its bundle of a placement group when given
 one). Rank 0 reports its machine's address and a free port; every actor then joins the process group there
-(gloo on CPU, NCCL on GPU), builds its worker (FSDP2 shards the model over the ranks) and runs the calls the
-driver sends. The methods are :class:`WorkerGroup`'s: batch methods send each rank its slice of the rows and
-return rank 0's metrics or the concatenated per-row outputs.
+(gloo on CPU; on GPU NCCL, with gloo for CPU tensors), builds its worker (FSDP2 shards the model over the
+ranks) and runs the calls the driver sends. The methods are :class:`WorkerGroup`'s: batch methods send each
+rank its slice of the rows and return rank 0's metrics or the concatenated per-row outputs.
 
 Failures are loud: every wait has a deadline, and a rank that raises, dies or overruns shuts the whole group
 down and raises an error naming the rank and the call (:mod:`skyrl_train.ray_layout.cluster`): a death is a
