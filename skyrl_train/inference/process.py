@@ -232,6 +232,28 @@ class EngineProcess(InferenceEngine):
 # ---------------------------------------------------------------------------------- the engine's process
 
 
+def bind_cuda_device(device: Any) -> None:
+    """Make ``device`` (e.g. ``"cuda:1"``) the calling thread's current CUDA device, so that every tensor
+    made on plain ``"cuda"`` there (a weight receiver's buffer, NCCL's communicator) lands on the engine's
+    GPU and not on GPU 0. CUDA keeps the current device per thread: every thread of the engine's process that
+    touches the GPU calls this. Nothing happens for a CPU device or a bare ``"cuda"``."""
+    if device is None:
+        return
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)
+
+
+def engine_calls_executor(device: Any) -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that runs the engine process's calls (weight receivers, ``pause``...), bound to the
+    engine's CUDA device (:func:`bind_cuda_device`)."""
+    return concurrent.futures.ThreadPoolExecutor(
+        1, thread_name_prefix="engine-calls", initializer=bind_cuda_device, initargs=(device,)
+    )
+
+
 def _serve(
     conn: Any, backend: str, model_path: str, options: dict[str, Any], torch_threads: int | None
 ) -> None:
@@ -247,6 +269,7 @@ def _serve(
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
+        bind_cuda_device(options.get("device"))
         from skyrl_train.inference.base import engine_class
 
         engine = engine_class(backend).create(model_path=model_path, **options)
@@ -263,7 +286,7 @@ def _serve(
         return
 
     receivers: dict[str, Any] = {}
-    calls = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="engine-calls")
+    calls = engine_calls_executor(options.get("device"))
 
     def run_call(method: str, args: tuple, kwargs: dict) -> Any:
         if method == "stats":
