@@ -10,13 +10,17 @@ from skyrl_train.dispatch import DISPATCHERS
 if TYPE_CHECKING:
     from skyrl_train.config.schema import Config, GeneratorConfig, TrainerConfig
 
-__all__ = ["BUILTIN_ADVANTAGE_ESTIMATORS", "BUILTIN_POLICY_LOSSES", "check_rules"]
+__all__ = ["BUILTIN_ADVANTAGE_ESTIMATORS", "BUILTIN_POLICY_LOSSES", "VLLM_MAX_TEMPERATURE", "check_rules"]
 
 BUILTIN_ADVANTAGE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce++", "gae")
 """Advantage estimators that ship with :mod:`skyrl_train.algorithms` (more can be registered)."""
 
 BUILTIN_POLICY_LOSSES = ("ppo", "regular", "dual_clip", "gspo")
 """Policy losses that ship with :mod:`skyrl_train.algorithms`; ``regular`` is SkyRL's name for ``ppo``."""
+
+VLLM_MAX_TEMPERATURE = 2.0
+"""The highest sampling temperature vLLM accepts (its ``SamplingParams`` raises "temperature must be in
+[0, 2]" above it)."""
 
 # Estimators that compare the samples of one prompt with each other: they need several samples per prompt.
 _GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo")
@@ -126,6 +130,16 @@ def check_rules(cfg: Config) -> list[str]:
             f"trainer.placement.policy_num_nodes * trainer.placement.policy_num_gpus_per_node "
             f"({cfg.policy_world_size}): the engine runs on the policy's GPUs"
         )
+
+    if g.backend == "vllm":
+        for key in ("sampling_params", "eval_sampling_params"):
+            temperature = getattr(g, key).temperature
+            if temperature > VLLM_MAX_TEMPERATURE:
+                errors.append(
+                    f"generator.{key}.temperature={temperature:g} is above {VLLM_MAX_TEMPERATURE:g}: vLLM's "
+                    f"SamplingParams accepts temperatures in [0, {VLLM_MAX_TEMPERATURE:g}] and would refuse "
+                    "every request; lower it, or use generator.backend=hf"
+                )
 
     # 9. A remote engine: servers to talk to, and no weights pushed to a server that cannot take them.
     if g.backend == "remote" and not g.remote_inference_engine_urls:
@@ -320,12 +334,47 @@ def _check_weight_sync(cfg: Config) -> list[str]:
                 f"generator.weight_sync_backend={name!r} sends weights to an engine in its own process: set "
                 "generator.engine_process=true, or use in_process"
             )
+    if name == "nccl":
+        errors += _check_nccl_layout(cfg)
     if g.backend == "vllm" and name in ("shared_memory", "gloo"):
         errors.append(
             f"generator.weight_sync_backend={name!r} serves an hf engine process; the vllm engine takes "
             "in_process (its own update path), nccl or cuda_ipc"
         )
     return errors
+
+
+def _check_nccl_layout(cfg: Config) -> list[str]:
+    """NCCL refuses two ranks of one group on one GPU: the process that broadcasts the weights must not sit
+    on a GPU of the engine. In every layout the trainer builds it does: the trainer's process broadcasts
+    from its current GPU, cuda:0, which is the engine's first GPU on one machine (vllm in the trainer's
+    process, or the hf engine process on "cuda"); under Ray the broadcast starts in the engine actor, on
+    the engine's own first GPU."""
+    p = cfg.trainer.placement
+    if p.device != "cuda":
+        return []  # refused already: the strategy needs GPUs
+    fix = "use generator.weight_sync_backend=cuda_ipc (the engine maps the trainer's GPU memory)" + (
+        " or in_process (vLLM's own update path)" if cfg.generator.backend == "vllm" else ""
+    )
+    if p.backend == "cuda":
+        where = (
+            "with trainer.placement.backend=cuda the engine runs on this machine's first GPUs, and the trainer "
+            "broadcasts from cuda:0, the engine's first GPU"
+        )
+    elif p.colocate_all:
+        where = (
+            "with trainer.placement.colocate_all=true the engine shares bundle 0's GPU with the policy's "
+            "rank 0, and the broadcast starts in the engine actor, on the engine's own first GPU"
+        )
+    else:
+        where = (
+            "under trainer.placement.backend=ray the broadcast starts in the engine actor, on the engine's "
+            "own first GPU"
+        )
+    return [
+        f"generator.weight_sync_backend='nccl' would put two ranks of one NCCL group on one GPU, which NCCL "
+        f"refuses: {where}; {fix}"
+    ]
 
 
 def _check_batch_split(t: TrainerConfig, n_samples: int, world_size: int, role: str) -> list[str]:
