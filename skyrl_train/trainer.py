@@ -35,7 +35,13 @@ from skyrl_train.data import Datasets, row_value
 from skyrl_train.evaluation import evaluate_rows, pass_at_k
 from skyrl_train.sampling import eval_sampling, rollout_sampling
 from skyrl_train.workers.group import WorkerLostError
-from skyrl_train.workers.plan import WorkerPlan, build_worker, engine_shares_policy, plan_workers
+from skyrl_train.workers.plan import (
+    WorkerPlan,
+    build_worker,
+    engine_shares_policy,
+    engine_sleeps_while_training,
+    plan_workers,
+)
 
 __all__ = [
     "LoopPlan",
@@ -246,6 +252,9 @@ class Trainer:
 
         # Sharing the policy's model object, the hf engine sees every update at once: weight sync is free.
         self._shares_policy = engine_shares_policy(cfg)
+        # On the policy's GPUs (colocate_all) the engine frees its memory while the policy trains.
+        self._engine_sleeps = engine_sleeps_while_training(cfg)
+        self._engine_asleep = False
         if self.layout is not None:
             self.engine = self.layout.build_engine(cfg, self.tokenizer)
             self.generator = self.layout.build_generator(cfg, self.engine)
@@ -311,10 +320,38 @@ class Trainer:
         return workers
 
     # ----------------------------------------------------------------------------------------- steps
+    def _sleep_engine(self) -> None:
+        """Free the engine's memory for the update (see :func:`engine_sleeps_while_training`)."""
+        if self._engine_sleeps and not self._engine_asleep:
+            asyncio.run(self.engine.sleep())
+            self._engine_asleep = True
+
+    def _wake_engine(self, tags: list[str]) -> None:
+        """Wake part of a sleeping engine; an engine whose ``wake_up`` takes no tags wakes whole, once,
+        before the weights arrive."""
+        import inspect
+
+        parameters = inspect.signature(self.engine.wake_up).parameters
+        if "tags" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            asyncio.run(self.engine.wake_up(tags=tags))
+        elif tags == ["weights"]:
+            asyncio.run(self.engine.wake_up())
+
     def _sync_weights(self) -> float:
+        """Push the policy's weights into the engine, waking a sleeping engine around it; the seconds the
+        push took (0 with ``trainer.sync_weights=false``: the engine keeps its own weights, for evaluation
+        or a rollout policy that is not trained)."""
         start = time.perf_counter()
-        if not self.cfg.trainer.sync_weights:
-            return 0.0  # the engine keeps its own weights (evaluation, a rollout policy not trained)
+        asleep, self._engine_asleep = self._engine_asleep, False
+        if asleep:
+            self._wake_engine(["weights"])  # the weights' memory first: the sync writes into it
+        if self.cfg.trainer.sync_weights:
+            self._push_weights()
+        if asleep:
+            self._wake_engine(["kv_cache"])  # the KV cache after the sync: the sync's buffers are gone
+        return time.perf_counter() - start if self.cfg.trainer.sync_weights else 0.0
+
+    def _push_weights(self) -> None:
         if self.layout is not None:
             self.engine.sync_from(self.policy)  # training actors -> engine actor
         elif self._shares_policy:
@@ -322,7 +359,6 @@ class Trainer:
         else:
             state = self.policy.full_state_dict()
             asyncio.run(self.engine.update_weights(state.items()))
-        return time.perf_counter() - start
 
     def train_step(self, rows: list[dict], *, rollouts: Any = None) -> dict[str, float]:
         """One GRPO/PPO step on ``rows``; returns its metrics. With ``rollouts`` (a ``GeneratorOutput`` made
@@ -355,6 +391,8 @@ class Trainer:
                 )
                 return metrics
         t1 = time.perf_counter()
+        if rollouts is None:
+            self._sleep_engine()  # the rollouts are done: the scoring and the update get the GPUs
 
         batch = TrainingBatch.from_trajectories(out.trajectories, self.tokenizer.pad_token_id)
         if self._shares_policy and hasattr(self.engine, "reset_prefix_cache"):

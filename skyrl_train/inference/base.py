@@ -103,8 +103,9 @@ class InferenceEngine(ABC):
     async def sleep(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release accelerator memory between rollouts (vLLM sleep mode); a no-op where not supported."""
 
-    async def wake_up(self) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """Undo `sleep`; a no-op where not supported."""
+    async def wake_up(self, tags: list[str] | None = None) -> None:  # noqa: B027 - optional hook
+        """Undo `sleep`; `tags` wakes part of it (vLLM: ``["weights"]`` before a weight sync, ``["kv_cache"]``
+        after it), None all of it; a no-op where not supported."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Stop the engine and free its resources; requests still in flight end with stop_reason "abort"."""

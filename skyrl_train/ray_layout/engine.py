@@ -54,6 +54,14 @@ class EngineActor:
         await self.engine.update_weights(state.items())
         return len(state)
 
+    async def sleep(self) -> None:
+        """The engine's ``sleep`` (it shares the policy's GPUs: its memory goes back for the update)."""
+        await self.engine.sleep()
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        """The engine's ``wake_up``."""
+        await self.engine.wake_up(tags=tags)
+
     def close(self) -> None:
         """Close the engine."""
         self.engine.close()
@@ -127,6 +135,14 @@ class RayEngine(InferenceEngine):
         state = dict(named_tensors)
         if state:
             await self._await(self.actor.load_weights.remote(state), "update_weights")
+
+    async def sleep(self) -> None:
+        """Put the actor's engine to sleep."""
+        await self._await(self.actor.sleep.remote(), "sleep")
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        """Wake the actor's engine (part of it with ``tags``)."""
+        await self._await(self.actor.wake_up.remote(tags), "wake_up")
 
     def sync_from(self, policy: Any) -> None:
         """Load the policy's current weights: straight from its rank-0 actor when the policy is a

@@ -3,7 +3,8 @@
 :func:`plan_workers` reads the config into one :class:`WorkerPlan` per role (policy; the reference model when
 a KL term is on; the critic for gae); :func:`build_worker` turns a plan into the worker (in this process, a
 process group, or Ray actors); :func:`engine_shares_policy` says whether the inference engine may run the
-policy's own model object.
+policy's own model object, :func:`engine_sleeps_while_training` whether it gives its memory back while the
+policy trains.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import Any
 
 from skyrl_train.config import Config
 
-__all__ = ["WorkerPlan", "build_worker", "engine_shares_policy", "plan_workers"]
+__all__ = [
+    "WorkerPlan",
+    "build_worker",
+    "engine_shares_policy",
+    "engine_sleeps_while_training",
+    "plan_workers",
+]
 
 
 @dataclasses.dataclass
@@ -95,4 +102,18 @@ def engine_shares_policy(config: Config) -> bool:
         and gen.model_dtype == "float32"
         and config.trainer.sync_weights
         and config.trainer.mode == "sync"  # an async engine generates while the policy trains
+    )
+
+
+def engine_sleeps_while_training(config: Config) -> bool:
+    """Whether the trainer puts the inference engine to sleep for each update (``engine.sleep()`` after the
+    rollouts, ``wake_up(["weights"])`` before the weight sync, ``wake_up(["kv_cache"])`` after it): the
+    engine shares the policy's devices (``trainer.placement.colocate_all``: vLLM then frees its weights and
+    KV cache for the training step), holds a model of its own (not the policy's object), is not a remote
+    server, and the run is synchronous (an asynchronous engine generates while the policy trains)."""
+    return (
+        config.trainer.placement.colocate_all
+        and config.trainer.mode == "sync"
+        and config.generator.backend != "remote"
+        and not engine_shares_policy(config)
     )
