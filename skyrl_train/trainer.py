@@ -255,6 +255,9 @@ class Trainer:
         # On the policy's GPUs (colocate_all) the engine frees its memory while the policy trains.
         self._engine_sleeps = engine_sleeps_while_training(cfg)
         self._engine_asleep = False
+        self._probe: list[int] | None = None
+        self.last_weight_check: dict[str, float] = {}
+        """What the weight-sync gate measured after the last push (see :meth:`_check_weights`)."""
         if self.layout is not None:
             self.engine = self.layout.build_engine(cfg, self.tokenizer)
             self.generator = self.layout.build_generator(cfg, self.engine)
@@ -337,10 +340,11 @@ class Trainer:
         elif tags == ["weights"]:
             asyncio.run(self.engine.wake_up())
 
-    def _sync_weights(self) -> float:
-        """Push the policy's weights into the engine, waking a sleeping engine around it; the seconds the
-        push took (0 with ``trainer.sync_weights=false``: the engine keeps its own weights, for evaluation
-        or a rollout policy that is not trained)."""
+    def _sync_weights(self, *, check: bool = True) -> float:
+        """Push the policy's weights into the engine, waking a sleeping engine around it, then (``check``)
+        run the weight-sync gate; the seconds it took (0 with ``trainer.sync_weights=false``: the engine
+        keeps its own weights, for evaluation or a rollout policy that is not trained). An in-flight push
+        checks after it resumed the engine (``check=False`` here)."""
         start = time.perf_counter()
         asleep, self._engine_asleep = self._engine_asleep, False
         if asleep:
@@ -349,6 +353,8 @@ class Trainer:
             self._push_weights()
         if asleep:
             self._wake_engine(["kv_cache"])  # the KV cache after the sync: the sync's buffers are gone
+        if self.cfg.trainer.sync_weights and check:
+            self._check_weights()
         return time.perf_counter() - start if self.cfg.trainer.sync_weights else 0.0
 
     def _push_weights(self) -> None:
@@ -359,6 +365,35 @@ class Trainer:
         else:
             state = self.policy.full_state_dict()
             asyncio.run(self.engine.update_weights(state.items()))
+
+    def _check_weights(self) -> None:
+        """The weight-sync gate (:mod:`skyrl_train.weight_sync.gate`) after a push: the engine's
+        log-probabilities of a fixed probe sequence must equal the policy's (each tensor's digest was already
+        compared by the engine's transport, where it has one). Raises
+        :class:`~skyrl_train.weight_sync.gate.WeightSyncError`; what it measured is in
+        ``self.last_weight_check``. Nothing is checked where nothing travelled (an engine sharing the policy's
+        model), with ``generator.weight_sync_check=false``, or for a policy spread over several processes
+        (the engine's digests still are)."""
+        from skyrl_train.weight_sync import gate
+
+        self.last_weight_check = {}
+        settings = gate.GateSettings.from_config(self.cfg)
+        model = getattr(self.policy, "model", None)
+        if not settings.enabled or self._shares_policy or self.layout is not None or model is None:
+            return
+        if getattr(self.policy, "sharded", False):
+            return
+        start = time.perf_counter()
+        if self._probe is None:
+            self._probe = gate.probe_tokens(self.tokenizer)
+        engine_logprobs = gate.engine_probe_logprobs(self.engine, self._probe)
+        trainer_logprobs = gate.trainer_probe_logprobs(model, self._probe)
+        result = gate.compare_probe(trainer_logprobs, engine_logprobs, tolerance=settings.tolerance)
+        self.last_weight_check = {
+            "sync/probe_max_diff": result.max_diff,
+            "sync/probe_mean_diff": result.mean_diff,
+            "time/sync_check_s": time.perf_counter() - start,
+        }
 
     def train_step(self, rows: list[dict], *, rollouts: Any = None) -> dict[str, float]:
         """One GRPO/PPO step on ``rows``; returns its metrics. With ``rollouts`` (a ``GeneratorOutput`` made
@@ -430,6 +465,7 @@ class Trainer:
                 "time/generate_s": t1 - t0,
                 "time/train_s": t2 - t1,
                 "time/sync_s": sync_s,
+                **(self.last_weight_check if rollouts is None else {}),
                 "time/step_s": time.perf_counter() - t0,
                 "memory/peak_rss_gb": _peak_rss_gb(),
             }

@@ -112,9 +112,17 @@ def check_rules(cfg: Config) -> list[str]:
 
     # 8. Devices: vllm and bf16 need GPUs; a colocated vllm engine runs on the policy's first GPUs.
     if g.backend == "vllm" and p.device != "cuda":
-        errors.append(
-            "generator.backend='vllm' needs GPUs: set trainer.placement.backend=cuda, or use generator.backend=hf"
-        )
+        # vLLM's CPU build (make vllm-env): one engine process, weights as bytes through its worker RPC
+        if g.inference_engine_tensor_parallel_size > 1:
+            errors.append(
+                "generator.inference_engine_tensor_parallel_size > 1 with generator.backend=vllm needs GPUs "
+                "(vLLM's CPU build runs one worker here): set trainer.placement.backend=cuda, or use 1"
+            )
+        if g.weight_sync_backend not in (None, "in_process"):
+            errors.append(
+                f"generator.weight_sync_backend={g.weight_sync_backend!r} with vLLM on the CPU: its CPU build "
+                "takes weights through its worker RPC only: use in_process (or leave it null)"
+            )
     if t.bf16 and p.device != "cuda":
         errors.append("trainer.bf16=true needs trainer.placement.backend=cuda (train in float32 on cpu)")
     if g.inference_engine_tensor_parallel_size > 1 and g.backend != "vllm":
@@ -203,17 +211,16 @@ def check_rules(cfg: Config) -> list[str]:
 
 def _check_async(cfg: Config) -> list[str]:
     """``trainer.mode=async`` runs where weights can be pushed in flight (the hf engine, in process or in its
-    own process); its section is set only in that mode; the correction compares log-probs the engine and the
+    own process, and vLLM); its section is set only in that mode; the correction compares log-probs the engine and the
     trainer compute alike."""
     t, g = cfg.trainer, cfg.generator
     correction = t.algorithm.off_policy_correction
     errors: list[str] = []
     if t.mode == "async":
-        if g.backend != "hf":
+        if g.backend not in ("hf", "vllm"):
             errors.append(
                 f"trainer.mode=async pushes weights in flight (pause, update, resume at a token boundary), "
-                f"which generator.backend={g.backend!r} does not do here: use generator.backend=hf (vllm's "
-                "in-flight updates are not wired yet)"
+                f"which generator.backend={g.backend!r} does not do here: use generator.backend=hf or vllm"
             )
         if not t.sync_weights:
             errors.append(

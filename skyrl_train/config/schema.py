@@ -544,6 +544,14 @@ class GeneratorConfig(Section):
     """How new weights reach the engine, by name in skyrl_train.weight_sync: in_process (an engine in the
     trainer's process), shared_memory or gloo (an engine process), nccl (a GPU engine on other GPUs),
     cuda_ipc (a GPU engine on the trainer's GPU); null: in_process, or shared_memory with engine_process."""
+    weight_sync_check: bool = True
+    """After every weight sync, the engine proves it holds the trainer's weights: the digest of each tensor
+    it received equals the sender's (vllm; a difference names the tensor), and its log-probabilities of a
+    fixed probe sequence equal the trainer's within weight_sync_check_tolerance. A failure stops the run.
+    Skipped where nothing travels (an hf engine sharing the policy's own model)."""
+    weight_sync_check_tolerance: float | None = Field(None, gt=0)
+    """Largest accepted difference of one probe token's log-probability; null: by the engine's dtype
+    (float32 2e-3, float16 0.1, bfloat16 0.25; see skyrl_train.weight_sync.gate)."""
     remote_inference_engine_urls: StrList = Field(default_factory=list)
     """host:port (or http URL) of each OpenAI-compatible server (backend remote); requests go round robin."""
     num_inference_engines: Annotated[

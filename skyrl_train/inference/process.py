@@ -29,7 +29,16 @@ __all__ = ["EngineProcess", "EngineProcessError"]
 
 logger = logging.getLogger("skyrl_train.inference.process")
 
-_CALLS = ("pause", "resume", "logits", "stats", "policy_version", "weights_setup", "weights_update")
+_CALLS = (
+    "pause",
+    "resume",
+    "logits",
+    "stats",
+    "policy_version",
+    "weights_setup",
+    "weights_update",
+    "weights_digests",
+)
 """What the client may ask the engine's process to run besides ``generate``."""
 
 
@@ -286,6 +295,7 @@ def _serve(
         return
 
     receivers: dict[str, Any] = {}
+    digests: dict[str, dict[str, int]] = {}
     calls = engine_calls_executor(options.get("device"))
 
     def run_call(method: str, args: tuple, kwargs: dict) -> Any:
@@ -303,10 +313,16 @@ def _serve(
             receivers[spec["strategy"]] = WEIGHT_SYNCS.get(spec["strategy"]).receiver(spec)
             return None
         if method == "weights_update":
+            from skyrl_train.weight_sync.gate import fingerprints
+
             strategy, message, version = args
             tensors = receivers[strategy].receive(message)  # the decode loop runs on meanwhile
+            digests[strategy] = fingerprints(tensors)  # what arrived, for the trainer's weight-sync gate
             engine.load_weights(tensors, version=version)  # at a token boundary
             return engine.policy_version
+        if method == "weights_digests":
+            (strategy,) = args
+            return digests.pop(strategy, {})
         return getattr(engine, method)(*args, **kwargs)
 
     def answer(request_id: int, work: Any) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = [
+    "GateSettings",
     "PROBE_TOLERANCE",
     "ProbeResult",
     "WeightSyncError",
@@ -99,6 +100,20 @@ def probe_tokens(tokenizer: Any, length: int = 32) -> list[int]:
     while len(ids) < length:
         ids = ids + ids
     return ids[:length]
+
+
+@dataclasses.dataclass(frozen=True)
+class GateSettings:
+    """What the trainer's gate does after a push (``generator.weight_sync_check`` and its tolerance)."""
+
+    enabled: bool
+    tolerance: float
+
+    @classmethod
+    def from_config(cls, config: Any) -> GateSettings:
+        gen = config.generator
+        tolerance = gen.weight_sync_check_tolerance or PROBE_TOLERANCE[gen.model_dtype]
+        return cls(bool(gen.weight_sync_check), float(tolerance))
 
 
 @dataclasses.dataclass

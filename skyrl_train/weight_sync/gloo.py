@@ -3,7 +3,8 @@
 The trainer and the engine's process form a process group of their own (rank 0: the trainer, rank 1: the
 engine), apart from any default group of the training workers. Each push flattens the state dict into one
 buffer per dtype and broadcasts it; the engine receives into buffers of its own while it keeps generating,
-then copies them into its model at a token boundary.
+then copies them into its model at a token boundary. The engine's digests of what it received must equal the
+trainer's (:mod:`skyrl_train.weight_sync.gate`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from skyrl_train.weight_sync.base import SyncReport, WeightReceiver, WeightSync, full_tensors
+from skyrl_train.weight_sync.gate import compare_fingerprints, fingerprints
 from skyrl_train.weight_sync.layout import Slot, as_slots, byte_layout, views
 
 __all__ = ["BroadcastReceiver", "BroadcastSync", "GlooSync", "pack"]
@@ -64,7 +66,9 @@ class BroadcastSync(WeightSync):
             self._connect(engine, slots, flat.numel())
         done = engine.call_async("weights_update", self.name, None, version)
         self._group.broadcast(flat, 0).wait()
-        return SyncReport(len(tensors), sum(s.nbytes for s in slots), done.result(self.timeout_s))
+        result = done.result(self.timeout_s)
+        compare_fingerprints(fingerprints(tensors), engine.call("weights_digests", self.name))
+        return SyncReport(len(tensors), sum(s.nbytes for s in slots), result)
 
     def _connect(self, engine: Any, slots: list[Slot], size: int) -> None:
         import torch.distributed as dist

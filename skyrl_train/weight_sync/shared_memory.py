@@ -3,7 +3,8 @@
 The first push creates a block the size of the state dict and sends its name and layout to the engine's
 process, which maps it. Every push then copies the tensors into the block (one memory copy, while the engine
 keeps generating) and sends one small message; the engine copies the block into its model at a token
-boundary. Nothing is pickled but the layout.
+boundary. Nothing is pickled but the layout. The engine's digests of what it read must equal the trainer's
+(:mod:`skyrl_train.weight_sync.gate`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from multiprocessing import shared_memory
 from typing import Any
 
 from skyrl_train.weight_sync.base import SyncReport, WeightReceiver, WeightSync, full_tensors
+from skyrl_train.weight_sync.gate import compare_fingerprints, fingerprints
 from skyrl_train.weight_sync.layout import Slot, as_slots, byte_layout, views
 
 __all__ = ["SharedMemoryReceiver", "SharedMemorySync"]
@@ -47,11 +49,17 @@ class SharedMemorySync(WeightSync):
         slots, size = byte_layout(tensors)
         if self._block is None or slots != self._slots or self._engine_id != id(engine):
             self._connect(engine, slots, size)
+        sent = fingerprints(tensors)
+        self._fill(tensors)
+        version = engine.call("weights_update", self.name, None, version)
+        compare_fingerprints(sent, engine.call("weights_digests", self.name))
+        return SyncReport(len(tensors), sum(s.nbytes for s in slots), version)
+
+    def _fill(self, tensors: list[tuple[str, Any]]) -> None:
+        """Copy the tensors into the block."""
         flat = _flat(self._block)
         for (_, target), (_, tensor) in zip(views(flat, self._slots), tensors, strict=True):
             target.copy_(tensor)
-        version = engine.call("weights_update", self.name, None, version)
-        return SyncReport(len(tensors), sum(s.nbytes for s in slots), version)
 
     def _connect(self, engine: Any, slots: list[Slot], size: int) -> None:
         self.close()

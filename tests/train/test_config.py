@@ -260,8 +260,12 @@ def test_keys_not_implemented_are_marked_in_the_schema():
         (["trainer.algorithm.use_kl_loss=true", "trainer.algorithm.use_kl_in_reward=true"], "count twice"),
         # 8. devices
         (
-            ["generator.backend=vllm"],
-            "generator.backend='vllm' needs GPUs: set trainer.placement.backend=cuda",
+            ["generator.backend=vllm", "generator.inference_engine_tensor_parallel_size=2"],
+            "with generator.backend=vllm needs GPUs (vLLM's CPU build runs one worker here)",
+        ),
+        (
+            ["generator.backend=vllm", "generator.weight_sync_backend=nccl"],
+            "its CPU build takes weights through its worker RPC only",
         ),
         (["trainer.bf16=true"], "trainer.bf16=true needs trainer.placement.backend=cuda"),
         (
@@ -333,6 +337,11 @@ def test_valid_combinations_pass():
     )
     load_config(
         None, ["trainer.algorithm.advantage_estimator=reinforce++", "generator.n_samples_per_prompt=1"]
+    )
+    # vLLM's CPU build: synchronous and fully asynchronous training on the CPU
+    load_config(None, ["generator.backend=vllm"])
+    load_config(
+        None, ["generator.backend=vllm", "trainer.mode=async", "generator.weight_sync_backend=in_process"]
     )
     # A remote server serves its own weights: evaluation, or rollouts from a policy that is not trained.
     load_config(

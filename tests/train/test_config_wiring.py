@@ -176,6 +176,7 @@ REACHES: dict[str, str] = {
 
 # Changed values where "the next valid value" is not obvious from the type.
 CHANGED: dict[str, Any] = {
+    "generator.weight_sync_check_tolerance": 0.01,
     "trainer.algorithm.dynamic_sampling.type": "filter",
     "data.train_data": ["{data}/train_b.jsonl"],
     "data.val_data": ["{data}/val_b.jsonl"],
@@ -476,6 +477,9 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
     seen["sampling"] = [rollout_sampling(config, 0), rollout_sampling(config, 1), eval_sampling(config)]
     seen["advantages"] = _advantages(config)
     seen["async"] = dataclasses.asdict(AsyncPlan.from_config(config))  # what the async loop is sized by
+    from skyrl_train.weight_sync.gate import GateSettings
+
+    seen["weight_sync_gate"] = dataclasses.asdict(GateSettings.from_config(config))  # after every push
     sampler = DynamicSampler.from_config(config)  # what the trainer's step filters its groups with
     seen["dynamic_sampling"] = dataclasses.asdict(sampler) if sampler is not None else None
     if config.trainer.placement.backend == "ray":

@@ -103,6 +103,52 @@ def test_engine_process_receives(strategy, engine_process, trained):
         sync.close()
 
 
+@pytest.mark.parametrize("strategy", ["shared_memory", "gloo"])
+def test_a_tensor_damaged_in_transit_is_named(strategy, engine_process, trained, monkeypatch):
+    """One byte of one tensor flipped after the trainer digested it and before the engine reads it: the
+    engine's digest of what arrived differs, and the push fails naming that tensor."""
+    import skyrl_train.weight_sync.gloo as gloo
+    import skyrl_train.weight_sync.shared_memory as shared_memory
+    from skyrl_train.weight_sync.gate import WeightSyncError
+
+    victim = "model.layers.1.self_attn.v_proj.weight"
+
+    def flip(flat, slots) -> None:
+        (slot,) = [s for s in slots if s.name == victim]
+        flat[slot.offset + 3] ^= 0x10
+
+    if strategy == "shared_memory":
+        fill = shared_memory.SharedMemorySync._fill
+
+        def damaging_fill(self, tensors):
+            fill(self, tensors)
+            flip(shared_memory._flat(self._block), self._slots)
+
+        monkeypatch.setattr(shared_memory.SharedMemorySync, "_fill", damaging_fill)
+    else:
+        pack = gloo.pack
+
+        def damaging_pack(tensors, device):
+            slots, flat = pack(tensors, device)
+            flip(flat, slots)
+            return slots, flat
+
+        monkeypatch.setattr(gloo, "pack", damaging_pack)
+    sync = make_weight_sync(strategy)
+    try:
+        with pytest.raises(WeightSyncError, match=victim.replace(".", r"\.")):
+            sync.push(engine_process, trained.state_dict().items())
+    finally:
+        sync.close()
+    monkeypatch.undo()
+    sync = make_weight_sync(strategy)  # a clean push puts the engine right again
+    try:
+        sync.push(engine_process, trained.state_dict().items())
+        assert torch.equal(engine_process.logits(PROBE), _trainer_logits(trained, threads=1))
+    finally:
+        sync.close()
+
+
 def test_strategies_refuse_the_wrong_placement(tokenizer, trained, engine_process):
     with HFEngine(copy.deepcopy(trained), tokenizer) as engine:
         for name in ("shared_memory", "gloo"):
