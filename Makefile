@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup sysdeps docker vllm-env main play test test-vllm test-terminal-tasks test-swe-all lint format clean
+.PHONY: setup sysdeps docker vllm-env data main play test test-vllm test-terminal-tasks test-swe-all lint format clean
 
 # Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
 # Debian's python3 with numpy and sympy as the interpreter inside it (and python3-pytest and python3-yaml, which run the SWE
@@ -70,6 +70,9 @@ DATA := data/text2sql
 main: setup $(DATA)/heldout.parquet
 	$(VENV)/bin/skyrl-train train sql_cpu
 
+# the main job's data (data/text2sql), built when missing
+data: setup $(DATA)/heldout.parquet
+
 # train and validation leave out the held-out domains; heldout: 100 easy + 100 medium on those; chinook: 60
 $(DATA)/heldout.parquet:
 	$(PY) datasets/sql/build_compact.py --out $(DATA) --levels easy --train 512 --validation 64 --heldout 100
@@ -84,13 +87,23 @@ docker: sysdeps
 	images/start-dockerd.sh
 	images/build.sh
 
+# the test files with tests marked vllm (vLLM's environment holds only what those need)
+VLLM_TESTS = $(shell grep -rl --include='test_*.py' 'pytest.mark.vllm' tests)
+
+# x86-64 and no NVIDIA GPU: where the CPU build of vLLM applies
+VLLM_CPU := $(shell [ "$$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+
 # everything but the vLLM tests in the main environment, then the vLLM tests (marked vllm) on vLLM's CPU build
-test: setup sysdeps lint docker vllm-env
+test: setup sysdeps lint docker $(if $(VLLM_CPU),vllm-env)
 	$(PY) -m pytest -q -m "not vllm"
-	$(VLLM_PY) -m pytest -q -m vllm
+ifeq ($(VLLM_CPU),yes)
+	$(VLLM_PY) -m pytest -q -m vllm $(VLLM_TESTS)
+else
+	@echo "the tests marked vllm need vLLM: on a GPU machine pip install -e '.[vllm]' and run pytest -m vllm"
+endif
 
 test-vllm: vllm-env
-	$(VLLM_PY) -m pytest -q -m vllm
+	$(VLLM_PY) -m pytest -q -m vllm $(VLLM_TESTS)
 
 # Every terminal task's reference solution earns 1 and doing nothing 0 (make test checks one task per family).
 test-terminal-tasks: setup docker

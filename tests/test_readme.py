@@ -90,6 +90,11 @@ def test_every_command_names_what_exists(line, block):
             words = words[1:]
         program, rest = words[0], words[1:]
         where = f"README.md line {line}: {shlex.join(words)}"
+        if re.fullmatch(r"\.venv(-vllm)?/bin/skyrl-(train|gym)", program):
+            assert f"{program.split('/')[0]}/" in (ROOT / ".gitignore").read_text(), (
+                f"{where}: not a venv made here"
+            )
+            program = program.rsplit("/", 1)[1]  # the command of an environment the Makefile builds
         if program == "make":
             assert set(rest) <= targets, f"{where}: no such make target"
         elif program == "skyrl-train":
