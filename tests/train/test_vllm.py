@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # an engine start: 20-150 s
 
 torch = pytest.importorskip("torch")
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # an engine start: 20-150 s
 
 torch = pytest.importorskip("torch")
 
