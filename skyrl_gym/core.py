@@ -75,6 +75,12 @@ class Env(Generic[ObsType, ActType]):
     """Whether :meth:`defer_verification` is honoured: the environment can leave its verification (hidden
     tests in a fresh container, a slow grader) out of the last ``step`` and run it in :meth:`evaluate`."""
 
+    turns_left_by_budget: int | None = None
+    """The turns an outside budget (``Budget.max_turns``, which the guard enforces) leaves after the current
+    step; the guard sets it before every step, ``None`` without such a budget. An environment whose
+    observations state the turns (guesses, attempts) left tells the smaller of its own count and this one
+    (:meth:`~skyrl_gym.envs.base_text_env.BaseTextEnv.turns_left`); its own end state does not change."""
+
     supports_reuse: bool = False
     """Whether :meth:`reuse` can start another task in this environment keeping what its set-up made (a
     started container), so that a long-lived worker does not pay the set-up again."""

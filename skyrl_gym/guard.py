@@ -10,7 +10,9 @@ class's own. The rules below hold for every environment made that way, built-in 
   :class:`EpisodeEndedError`; ``close`` is idempotent.
 - Budgets (:class:`~skyrl_gym.budget.Budget`): max turns, wall-clock per step and per episode, tool calls
   (counted by ``BaseTextEnv._execute_tool``) and observation length. A budget that runs out ends the
-  episode with ``metadata["end"] == "truncated"`` and ``metadata["truncated_by"]`` naming it.
+  episode with ``metadata["end"] == "truncated"`` and ``metadata["truncated_by"]`` naming it. Before each
+  step the guard sets ``turns_left_by_budget`` on the environment (the turns ``Budget.max_turns`` leaves
+  after that step), so that observations stating the turns left tell the truth.
 - An exception inside the environment ends the episode with ``metadata["end"] == "error"`` and
   ``metadata["error"]`` describing it (or re-raises, with ``errors="raise"``). Its reward is 0.0 but the
   end state says it is not a score: trainers leave error episodes out of their statistics.
@@ -220,6 +222,7 @@ class EpisodeGuard(Env):
             if episode_left <= 0:
                 return self._finish(_truncated("episode_timeout", "the episode's time budget is used up"))
         limit = min((t for t in (step_limit, episode_left) if t is not None), default=None)
+        self._tell_turns_left()
 
         try:
             if isinstance(action, str) and self._too_long(action):
@@ -252,6 +255,18 @@ class EpisodeGuard(Env):
                 output["done"] = True
                 metadata.update(end=END_TRUNCATED, truncated_by="episode_timeout")
         return self._finish(output) if output["done"] else output
+
+    def _tell_turns_left(self) -> None:
+        """Let the environment know the turns the budget leaves after this step, for what it tells the model.
+
+        Only the text changes: the environment still ends by its own ``max_turns``, and the guard truncates at
+        the budget's, so an end on the budget's last turn is never mistaken for the task being over.
+        """
+        max_turns = self.budget.max_turns
+        left = None if max_turns is None else max(0, max_turns - self._turns - 1)
+        inner = self.env.unwrapped
+        if getattr(inner, "turns_left_by_budget", None) != left:
+            inner.turns_left_by_budget = left
 
     def _too_long(self, action: str) -> bool:
         cap = self.budget.max_action_chars

@@ -49,6 +49,26 @@ def test_max_turns_budget_truncates_and_names_it():
     assert env.end == "truncated"
 
 
+def test_the_environment_learns_the_turns_a_max_turns_budget_leaves():
+    class Telling(BaseTextEnv):
+        def step(self, action):
+            self.turns += 1
+            done = self.turns >= self.max_turns
+            told = {"role": "user", "content": f"{self.turns_left()} left"}
+            return {"observations": [told], "reward": 0.0, "done": done, "metadata": {}}
+
+    env = guarded(Telling(), max_turns=3)
+    env.unwrapped.max_turns = 10
+    told = [env.step("a")["observations"][0]["content"] for _ in range(2)]
+    last = env.step("a")
+    assert told + [last["observations"][0]["content"]] == ["2 left", "1 left", "0 left"]
+    assert last["metadata"] == {"end": "truncated", "truncated_by": "max_turns"}
+    own = guarded(Telling())
+    own.unwrapped.max_turns = 3
+    assert own.step("a")["observations"][0]["content"] == "2 left"
+    assert own.unwrapped.turns_left_by_budget is None
+
+
 def test_env_max_turns_attribute_counts_without_a_budget():
     class Forever(BaseTextEnv):
         def step(self, action):

@@ -200,6 +200,17 @@ class BaseTextEnv(Env[ConversationType, str]):
     def close(self) -> None:
         """Release resources; override if the environment holds any."""
 
+    def turns_left(self) -> int:
+        """The turns the model has left after the current one, for the text of an observation.
+
+        The smaller of the environment's own (``max_turns - turns``) and the ones an outside budget leaves
+        (:attr:`~skyrl_gym.Env.turns_left_by_budget`). Decide the end of the episode on the own count only: the
+        guard truncates at the budget's.
+        """
+        own = self.max_turns - self.turns
+        budget = self.turns_left_by_budget
+        return own if budget is None else min(own, budget)
+
     # -- metrics --------------------------------------------------------------------------------------
     def get_metrics(self) -> dict[str, Any]:
         """Numbers about the finished episode that a trainer logs (for example the number of queries)."""

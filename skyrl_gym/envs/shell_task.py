@@ -175,7 +175,7 @@ class ShellTaskEnv(BaseTextEnv):
                 "No command found. Write a shell command as <bash>...</bash> (or a bash tool call), "
                 f"or <submit/> when the {self.work_noun} is done."
             )
-        sections.append(f"[{self.max_turns - self.turns} turn(s) left]")
+        sections.append(f"[{self.turns_left()} turn(s) left]")
         return BaseTextEnvStepOutput(
             observations=[{"role": "user", "content": "\n".join(sections)}],
             reward=0.0,

@@ -187,7 +187,7 @@ class WordleEnv(BaseTextEnv):
         if left <= 0:
             metadata.update(end="truncated", truncated_by="max_turns", secret=self.target)
             return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=metadata)
-        message += f" {_plural(left, 'guess')} left."
+        message += f" {_plural(self.turns_left(), 'guess')} left."
         return BaseTextEnvStepOutput(
             observations=[{"role": "user", "content": message}], reward=0.0, done=False, metadata=metadata
         )

@@ -145,6 +145,37 @@ def test_out_of_guesses_ends_truncated():
     }
 
 
+def test_an_outside_turn_budget_is_what_the_model_is_told():
+    env = skyrl_gym.make("wordle", extras=secret("crane"), budget={"max_turns": 3})
+    env.init(PROMPT)
+    outputs = [env.step("<guess>mouse</guess>") for _ in range(3)]
+    told = [o["observations"][0]["content"] for o in outputs]
+    assert [t.rsplit(": ", 1)[1] for t in told] == [
+        "M=absent O=absent U=absent S=absent E=correct. 2 guesses left.",
+        "M=absent O=absent U=absent S=absent E=correct. 1 guess left.",
+        "M=absent O=absent U=absent S=absent E=correct. 0 guesses left.",
+    ]
+    # the end is still the budget's truncation, never the environment's own end
+    assert [o["done"] for o in outputs] == [False, False, True]
+    assert outputs[-1]["metadata"]["end"] == "truncated"
+    assert outputs[-1]["metadata"]["truncated_by"] == "max_turns"
+    assert "secret" not in outputs[-1]["metadata"]
+    # a malformed guess is told the budget's count too; a budget above the row's own changes nothing
+    env.reset(options={"extras": secret("crane")})
+    assert env.step("no guess")["observations"][0]["content"].endswith(" 2 guesses left.")
+    roomy = skyrl_gym.make("wordle", extras=secret("crane", max_turns=3), budget={"max_turns": 10})
+    roomy.init(PROMPT)
+    assert roomy.step("<guess>mouse</guess>")["observations"][0]["content"].endswith(" 2 guesses left.")
+
+
+def test_without_an_outside_budget_the_text_is_the_rows_count():
+    env = skyrl_gym.make("wordle", extras=secret("crane"))
+    env.init(PROMPT)
+    told = [env.step("<guess>mouse</guess>")["observations"][0]["content"] for _ in range(2)]
+    assert [t.rsplit(". ", 1)[1] for t in told] == ["5 guesses left.", "4 guesses left."]
+    assert env.unwrapped.turns_left_by_budget is None
+
+
 def test_row_settings():
     env = skyrl_gym.make("wordle", extras=secret("Crane", max_turns=2))
     assert (env.unwrapped.target, env.unwrapped.max_turns) == ("crane", 2)

@@ -274,11 +274,9 @@ class CodeEnv(BaseTextEnv):
             text += "\nNo turns left."
         elif judged:
             whole = "function" if self.source == HUMANEVAL else "program"
-            text += (
-                f"\nFix it and answer with the whole {whole} in a new ```python block ({_turns_left(left)})."
-            )
+            text += f"\nFix it and answer with the whole {whole} in a new ```python block ({_turns_left(self.turns_left())})."
         else:
-            text += f" ({_turns_left(left)}.)"
+            text += f" ({_turns_left(self.turns_left())}.)"
         return BaseTextEnvStepOutput(
             observations=[{"role": "user", "content": text}], reward=0.0, done=done, metadata=metadata
         )

@@ -74,7 +74,7 @@ class GSM8kMultiTurnEnv(GSM8kEnv):
         self.format_score_per_turn: float = self.config.format_score / self.max_turns
 
     def _make_observation(self) -> list[dict[str, str]]:
-        remaining = self.max_turns - self.turns
+        remaining = self.turns_left()
         if remaining <= 0:
             return []
         return [{"role": "user", "content": KEEP_GOING if remaining > 1 else LAST_TURN}]

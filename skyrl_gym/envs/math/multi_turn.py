@@ -64,11 +64,11 @@ class MultiTurnMathEnv(MathEnv):
             metadata.update(end=END_TRUNCATED, truncated_by="max_turns")
             return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=metadata)
         if result.format_valid:
-            feedback = f"Your answer {result.value} is incorrect. {_turns_left(left)} Try again."
+            feedback = f"Your answer {result.value} is incorrect. {_turns_left(self.turns_left())} Try again."
         else:
             feedback = (
                 "I could not find a final answer. End your reply with the answer, a whole number, on its "
-                f"own line as '#### N' (for example '#### 42'). {_turns_left(left)}"
+                f"own line as '#### N' (for example '#### 42'). {_turns_left(self.turns_left())}"
             )
         return BaseTextEnvStepOutput(
             observations=[{"role": "user", "content": feedback}], reward=0.0, done=False, metadata=metadata

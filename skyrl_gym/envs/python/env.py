@@ -294,7 +294,7 @@ class PythonEnv(BaseTextEnv):
             body = self._run_blocks(parsed.blocks, metadata)
         else:
             body = protocol_reminder(parsed)
-        content = f"{body}\n{turns_left_note(self.max_turns - self.turns)}"
+        content = f"{body}\n{turns_left_note(self.turns_left())}"
         return BaseTextEnvStepOutput(
             observations=[{"role": "user", "content": content}], reward=0.0, done=False, metadata=metadata
         )

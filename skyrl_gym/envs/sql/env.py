@@ -415,7 +415,7 @@ class Text2SQLEnv(BaseTextEnv):
                 done=True,
                 metadata=metadata,
             )
-        turns_left = self.max_turns - self.turns
+        turns_left = self.turns_left()
         if self.config.protocol == "skyrl":
             content = self._skyrl_turn(text, turns_left, metadata)
         else:
