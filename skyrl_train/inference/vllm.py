@@ -588,3 +588,6 @@ class VLLMEngine(InferenceEngine):
             self._loop.call(shutdown())
         finally:
             self._loop.stop()
+            # let vLLM's engine object go now, while the interpreter is whole: collected at exit instead, its
+            # own finalizer shuts it down a second time with half its modules gone and prints an error
+            del self._engine
