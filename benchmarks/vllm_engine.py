@@ -101,27 +101,6 @@ def timed(meter: TreeMeter, fn) -> tuple[object, float, float]:
     return result, time.perf_counter() - wall0, meter.cpu_seconds() - cpu0
 
 
-def model_generate(model, tokenizer, prompts, samples, max_tokens) -> int:
-    import torch
-
-    batch = [p for p in prompts for _ in range(samples)]
-    width = max(len(p) for p in batch)
-    pad = tokenizer.pad_token_id
-    ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch])
-    mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(p) for p in batch])[:, None]).long()
-    with torch.inference_mode():
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            do_sample=True,
-            temperature=1.0,
-            max_new_tokens=max_tokens,
-            min_new_tokens=max_tokens,
-            pad_token_id=pad,
-        )
-    return int((out.shape[1] - width) * out.shape[0])
-
-
 def engine_generate(engine, prompts, samples, max_tokens) -> int:
     from skyrl_train.inference import SamplingParams
 
@@ -152,6 +131,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from generator_throughput import baseline  # model.generate on the same batch, left-padded (this folder)
 
     from skyrl_train.inference import make_engine
     from skyrl_train.models import load_model, load_tokenizer
@@ -172,7 +152,7 @@ def main() -> None:
         for name, fn in (
             (
                 "model.generate",
-                lambda: model_generate(model, tokenizer, prompts, args.samples, args.max_tokens),
+                lambda: baseline(model, tokenizer, prompts, args.samples, args.max_tokens)[0],
             ),
             ("hf engine", lambda: engine_generate(hf, prompts, args.samples, args.max_tokens)),
         ):

@@ -113,6 +113,15 @@ def destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def _all_reduce_one(value: Any, dtype: Any, op: Any, device: Any) -> Any:
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=dtype, device=device)
+    dist.all_reduce(tensor, op=op)
+    return tensor.item()
+
+
 def all_reduce_sum(value: Any, device: Any = "cpu") -> float:
     """Sum a number over all ranks (the number itself without a process group)."""
     import torch
@@ -120,9 +129,7 @@ def all_reduce_sum(value: Any, device: Any = "cpu") -> float:
 
     if not is_distributed():
         return float(value)
-    tensor = torch.tensor([float(value)], dtype=torch.float64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return float(tensor.item())
+    return float(_all_reduce_one(float(value), torch.float64, dist.ReduceOp.SUM, device))
 
 
 def all_reduce_max(value: int, device: Any = "cpu") -> int:
@@ -132,9 +139,7 @@ def all_reduce_max(value: int, device: Any = "cpu") -> int:
 
     if not is_distributed():
         return int(value)
-    tensor = torch.tensor([int(value)], dtype=torch.int64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return int(tensor.item())
+    return int(_all_reduce_one(int(value), torch.int64, dist.ReduceOp.MAX, device))
 
 
 def all_reduce_mean(metrics: Mapping[str, float], device: Any = "cpu") -> dict[str, float]:

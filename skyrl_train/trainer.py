@@ -379,9 +379,13 @@ class Trainer:
         self.last_weight_check = {}
         settings = gate.GateSettings.from_config(self.cfg)
         model = getattr(self.policy, "model", None)
-        if not settings.enabled or self._shares_policy or self.layout is not None or model is None:
-            return
-        if getattr(self.policy, "sharded", False):
+        nothing_travelled = self._shares_policy or self.layout is not None
+        if (
+            not settings.enabled
+            or nothing_travelled
+            or model is None
+            or getattr(self.policy, "sharded", False)
+        ):
             return
         start = time.perf_counter()
         if self._probe is None:

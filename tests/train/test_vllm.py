@@ -281,14 +281,4 @@ def test_a_cuda_ipc_handle_travels_through_vllms_serializer_as_plain_data(monkey
     (got,) = rebuilt
     assert got[0] is torch.Tensor and got[4] is torch.UntypedStorage and got[5] is torch.bfloat16
     assert tuple(got[1]) == (4, 8) and tuple(got[2]) == (8, 1)
-    assert list(got[6:]) == [
-        0,
-        b"\x01storage-handle",
-        64,
-        0,
-        False,
-        b"\x02ref-counter",
-        16,
-        b"\x03event",
-        True,
-    ]
+    assert list(got[6:]) == list(args[6:])
