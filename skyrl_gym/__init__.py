@@ -12,7 +12,7 @@ As in SkyRL, the sub-modules ``envs``, ``tools`` and ``error`` are attributes of
 
 from skyrl_gym import envs, error, tools  # noqa: E402,I001  (SkyRL exposes these modules on the package)
 from skyrl_gym.budget import Budget
-from skyrl_gym.core import ConversationType, Env, EnvStepOutput, MessageType, Task
+from skyrl_gym.core import ConversationType, Env, EnvStepOutput, MessageType, Misstep, Task
 from skyrl_gym.envs import (
     EnvSpec,
     deregister,
@@ -47,6 +47,7 @@ __all__ = [
     "EpisodeNotStartedError",
     "Error",
     "MessageType",
+    "Misstep",
     "RegistrationError",
     "Task",
     "UnknownEnvironmentError",

@@ -51,6 +51,17 @@ class Task(TypedDict, total=False):
     extras: dict[str, Any]
 
 
+class Misstep(str):
+    """An action of a reference episode that is played but must not be imitated: a deliberate mistake (a query
+    on a misnamed column, say) whose observation the episode's next actions read and recover from.
+
+    It is a ``str``, so it plays like any text action; a supervised warm-up keeps its tokens out of the loss,
+    so that a model learns the recovery, not the mistake.
+    """
+
+    __slots__ = ()
+
+
 class Env(Generic[ObsType, ActType]):
     """Base class of every environment.
 
@@ -129,8 +140,9 @@ class Env(Generic[ObsType, ActType]):
         the episode with full reward. ``None`` if unknown.
 
         It shows the protocol's longer shape where there is one (run a tool, read the observation, then
-        answer); it depends only on the task, not on the observations. The default is the single
-        :meth:`reference_action`.
+        answer); it depends only on the task, not on the observations. An action may be a :class:`Misstep`, a
+        mistake the next actions recover from, which a warm-up plays but does not imitate. The default is the
+        single :meth:`reference_action`.
         """
         action = self.reference_action()
         return None if action is None else [action]

@@ -9,7 +9,9 @@ tokens, the observations and the loss mask are exactly those of a model's own ro
 What to play comes from the environment contract alone: :meth:`skyrl_gym.Env.reference_action` (one turn
 that earns the full reward) or, for a share of the rows (``trainer.sft_warmup.episode_fraction``),
 :meth:`skyrl_gym.Env.reference_episode` (several turns, e.g. a tool call, then the answer once its
-observation came back), so that the multi-turn shape of the protocol is shown too.
+observation came back), so that the multi-turn shape of the protocol is shown too. An episode's
+:class:`~skyrl_gym.core.Misstep` actions (a deliberate mistake the next turns recover from) are played but kept
+out of the loss: the model learns to read the observation and recover, not to make the mistake.
 
 The update is the policy worker's own clipped policy-gradient step with every advantage set to 1 and the old
 log-probs taken just before the step: at ratio 1 its gradient is exactly that of the token-mean negative
@@ -25,7 +27,7 @@ from typing import Any
 
 from skyrl_train.inference.base import SamplingParams
 
-__all__ = ["play_references", "reference_episodes", "scripted_turns", "supervised_step"]
+__all__ = ["mask_missteps", "play_references", "reference_episodes", "scripted_turns", "supervised_step"]
 
 
 def reference_episodes(
@@ -74,6 +76,19 @@ def scripted_turns(actions: Sequence[str]) -> Callable[[str], str]:
     return script
 
 
+def mask_missteps(trajectory: Any, actions: Sequence[str]) -> int:
+    """Zero the loss mask over the model turns of ``trajectory`` that played a
+    :class:`~skyrl_gym.core.Misstep` of ``actions`` (turn *k* played ``actions[k]``); the number masked."""
+    from skyrl_gym.core import Misstep
+
+    masked = 0
+    for (start, end), action in zip(trajectory.turn_spans, actions, strict=False):
+        if isinstance(action, Misstep):
+            trajectory.loss_mask[start:end] = [0] * (end - start)
+            masked += 1
+    return masked
+
+
 def play_references(
     rows: Sequence[dict[str, Any]],
     generator_factory: Callable[[Any], Any],
@@ -84,7 +99,8 @@ def play_references(
     seed: int,
 ) -> list[Any]:
     """Play each row's reference (see :func:`reference_episodes`) through its real environment; the
-    trajectories of the rows that have one, in row order (``group_id`` is the row's index).
+    trajectories of the rows that have one, in row order (``group_id`` is the row's index), with their
+    missteps' turns masked out of the loss (:func:`mask_missteps`).
 
     ``generator_factory(engine)`` builds the multi-turn generator over a given engine (the trainer's
     generator settings); each row gets its own :class:`ScriptedEngine`, whose script is that row's episode.
@@ -104,7 +120,10 @@ def play_references(
         ]
         return list(await asyncio.gather(*jobs))
 
-    return asyncio.run(play())
+    trajectories = asyncio.run(play())
+    for trajectory in trajectories:
+        mask_missteps(trajectory, episodes[trajectory.group_id] or [])
+    return trajectories
 
 
 def supervised_step(
@@ -159,5 +178,9 @@ def supervised_step(
         "warmup/loss": float(nll),
         "warmup/nll": float(nll),
         "warmup/trajectories": float(len(kept)),
+        # episodes that recovered from a misstep (a model turn played but masked out)
+        "warmup/corrections": float(
+            sum(any(t.loss_mask[a] == 0 for a, b in t.turn_spans if b > a) for t in kept)
+        ),
         "warmup/dropped": float(len(rows) - len(kept)),
     }

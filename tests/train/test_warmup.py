@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import skyrl_gym  # noqa: E402
+from skyrl_gym.core import Misstep  # noqa: E402
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput  # noqa: E402
 from skyrl_gym.envs.math.tasks import build_rows  # noqa: E402
 from skyrl_gym.envs.sql.data import load_split  # noqa: E402
@@ -61,6 +62,30 @@ def test_the_episodes_are_played_through_the_real_database(tokenizer, sql_rows):
         assert observation["role"] == "user" and "<observation>" in observation["content"]
         # the observation's tokens are not trained on, the model's are
         assert 0 in trajectory.loss_mask and 1 in trajectory.loss_mask
+
+
+def test_a_misstep_is_played_through_the_database_and_kept_out_of_the_loss(tokenizer, sql_rows):
+    def corrections(engine):
+        return MultiTurnGenerator(
+            engine, max_turns=2, env_configs={"text2sql": {"reference_corrections": 1.0}}
+        )
+
+    episodes = reference_episodes(
+        sql_rows, corrections(ScriptedEngine(tokenizer, scripted_turns([]))), 1.0, seed=0
+    )
+    assert all(isinstance(e[0], Misstep) for e in episodes)
+    trajectories = play_references(sql_rows, corrections, tokenizer, PARAMS, episode_fraction=1.0, seed=0)
+    for trajectory in trajectories:
+        assert trajectory.reward == 1.0 and trajectory.num_turns == 2, trajectory.error
+        (first_start, first_end), (second_start, second_end) = trajectory.turn_spans
+        assert trajectory.loss_mask[first_start:first_end] == [0] * (first_end - first_start)  # the mistake
+        assert set(trajectory.loss_mask[second_start:second_end]) == {1}  # the recovery is trained on
+    # the database's answer to the misstep is what the recovery turn saw
+    observations = [t.messages[-2]["content"] for t in trajectories]
+    assert any("Error" in o for o in observations) or any("Empty" in o for o in observations)
+    # with the setting off, the first turn runs the gold query and is trained on
+    plain = play_references(sql_rows, factory, tokenizer, PARAMS, episode_fraction=1.0, seed=0)
+    assert all(set(t.loss_mask[slice(*t.turn_spans[0])]) == {1} for t in plain)
 
 
 class NoReferenceEnv(BaseTextEnv):

@@ -39,11 +39,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
 from skyrl_gym.budget import END_TRUNCATED
-from skyrl_gym.core import Task
+from skyrl_gym.core import Misstep, Task
 from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
@@ -145,6 +146,10 @@ class Text2SQLConfig:
     from it first; ``"auto"`` (``strict``): on a syntax or schema error, retry rewritten from other dialects."""
     engine: str = "auto"
     """``"auto"`` (from the file header), ``"duckdb"`` or ``"sqlite"``."""
+    reference_corrections: float = 0.0
+    """Share of tasks whose :meth:`~Text2SQLEnv.reference_episode` is a correction episode: a near-miss first
+    query (:mod:`.corrections`), the database's real answer to it, then the gold solution with a line that reads
+    that answer. Which tasks is fixed by the question; the others run the gold query first."""
     sqlite_temp_store: str = "memory"
     """Where SQLite sorts and groups: ``"memory"`` (no temporary files at all) or ``"file"`` (faster on big
     ``GROUP BY``/``ORDER BY``; SQLite deletes its temporary files as it creates them)."""
@@ -163,6 +168,11 @@ class Text2SQLConfig:
         _check_type("timeout_s", self.timeout_s, (int, float), positive=True)
         _check_type("float_tol", self.float_tol, (int, float))
         _check_type("format_penalty", self.format_penalty, (int, float))
+        _check_type("reference_corrections", self.reference_corrections, (int, float))
+        if not 0 <= self.reference_corrections <= 1:
+            raise ValueError(
+                f"env_config.reference_corrections is a share, from 0 to 1; got {self.reference_corrections!r}"
+            )
         if self.float_tol < 0:
             raise ValueError(f"env_config.float_tol must be >= 0, got {self.float_tol!r}")
         if self.no_solution_reward is not None:
@@ -334,18 +344,54 @@ class Text2SQLEnv(BaseTextEnv):
         return f"<think>{sql_hint(self.gold_sql)}</think>\n<solution>{self.gold_sql}</solution>"
 
     def reference_episode(self) -> list[str] | None:
-        """Run the gold query in ``<sql>`` first, then answer with it once its result came back (a single
-        :meth:`reference_action` when the task allows one turn only); every turn opens with ``<think>``, as
-        SkyRL's format rule asks after an observation. It always earns 1.0."""
+        """Run a query in ``<sql>`` first, then answer with the gold query once its result came back (a single
+        :meth:`reference_action` when the task allows one turn only). The first query is the gold one, or, for
+        the share ``env_config.reference_corrections`` of tasks, a near miss of it (:mod:`.corrections`) played
+        as a :class:`~skyrl_gym.core.Misstep`, whose error, empty or too long result the answer's ``<think>``
+        line reads. Every turn opens with ``<think>``, as SkyRL's format rule asks after an observation. It
+        always earns 1.0."""
         if self.gold_sql is None:
             return None
         if self.max_turns < 2:
             return [self.reference_action()]
         gold = self.gold_sql
+        plan = f"<think>{sql_hint(gold)} Let me run it first.</think>\n"
+        miss = self._near_miss()
+        if miss is not None:
+            return [
+                Misstep(f"{plan}<sql>{miss.query}</sql>"),
+                f"<think>{miss.fix}</think>\n<solution>{gold}</solution>",
+            ]
         return [
-            f"<think>{sql_hint(gold)} Let me run it first.</think>\n<sql>{gold}</sql>",
+            f"{plan}<sql>{gold}</sql>",
             f"<think>The result answers the question.</think>\n<solution>{gold}</solution>",
         ]
+
+    def _near_miss(self) -> Any:
+        """The task's near miss when it is drawn into ``reference_corrections`` (by a hash of its question and
+        gold query, so the same task always gets the same episode) and one can be derived; else ``None``."""
+        share = self.config.reference_corrections
+        if share <= 0 or self.db is None or self.gold_sql is None:
+            return None
+        question = str((self.extras.get("extra_info") or {}).get("question", ""))
+        draw = zlib.crc32(f"{question}\n{self.gold_sql}".encode())
+        if (draw % 10_000) / 10_000 >= share:
+            return None
+        from skyrl_gym.envs.sql.corrections import KINDS, RunResult, near_misses
+
+        # the kind is drawn too, so that the warm-up shows every kind; the others follow when it has none
+        first = KINDS[(draw // 10_000) % len(KINDS)]
+        kinds = [first, *(k for k in KINDS if k != first)]
+        schema = {table: list(self.db.sample_rows(table, 0).columns) for table in self.db.tables()}
+
+        def run(query: str) -> RunResult:
+            assert self.tool_group is not None
+            self.tool_group.run(self.db_id or "", query)
+            last = self.tool_group.last
+            return RunResult(last.get("error_kind"), last.get("rows"))
+
+        found = near_misses(self.gold_sql, schema, self.db.dialect, run, kinds=kinds)
+        return found[0] if found else None
 
     def reference_tool_calls(self) -> list[dict[str, Any]] | None:
         """The reference episode as OpenAI-style tool calls: ``sql`` with the gold query, then ``finish``."""

@@ -1,0 +1,131 @@
+"""Correction episodes: near-miss first queries derived from the gold query and the schema, checked against the
+real database, played through the environment, and kept out of the warm-up's loss."""
+
+from __future__ import annotations
+
+import pytest
+from shopdb import ENGINES, SHOP_QUESTIONS, shop_task
+
+import skyrl_gym
+from skyrl_gym.core import Misstep
+from skyrl_gym.envs.sql.corrections import RunResult, near_misses
+from skyrl_gym.envs.sql.database import open_database
+from skyrl_gym.tools.sql import SQLCodeExecutorToolGroup
+
+
+@pytest.fixture(params=ENGINES)
+def shop(request, shop_files):
+    db = open_database(shop_files[request.param])
+    tools = SQLCodeExecutorToolGroup(database=db, db_id="shop", db_file="shop", style="skyrl")
+
+    def run(query: str) -> RunResult:
+        tools.run("shop", query)
+        return RunResult(tools.last.get("error_kind"), tools.last.get("rows"))
+
+    schema = {table: list(db.sample_rows(table, 0).columns) for table in db.tables()}
+    yield schema, db.dialect, run
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "gold", "wrong_part", "fix_names", "seen"),
+    [
+        ("table", "SELECT COUNT(*) FROM customers", "FROM customer", "customers", "error"),
+        (
+            "column",
+            "SELECT category, AVG(price) AS avg_price FROM products GROUP BY category",
+            "categories",
+            "the column is category",
+            "error",
+        ),
+        (
+            "filter",
+            "SELECT name FROM customers WHERE country = 'France'",
+            "WHERE name = 'France'",
+            "country",
+            0,
+        ),
+        (
+            "clause",
+            "SELECT name FROM customers WHERE country = 'France'",
+            "FROM customers",
+            "country = 'France'",
+            8,
+        ),
+        ("clause", "SELECT name, price FROM products ORDER BY price DESC LIMIT 3", "DESC", "LIMIT 3", 6),
+    ],
+)
+def test_each_kind_of_near_miss_gets_the_answer_its_fix_line_reads(
+    shop, kind, gold, wrong_part, fix_names, seen
+):
+    schema, dialect, run = shop
+    [miss] = near_misses(gold, schema, dialect, run, kinds=[kind])
+    assert miss.kind == kind and wrong_part in miss.query and miss.query != gold
+    assert fix_names in miss.fix
+    result = run(miss.query)
+    if seen == "error":
+        assert result.error_kind == "schema"
+    else:
+        assert result.error_kind is None and result.rows == seen
+    assert not miss.query.rstrip().endswith(gold)  # the slip is in the query, not appended to it
+
+
+def test_no_near_miss_without_a_real_gold_result(shop):
+    schema, dialect, run = shop
+    assert near_misses("SELECT name FROM customers WHERE country = 'Atlantis'", schema, dialect, run) == []
+    assert near_misses("SELEC name FROM customers", schema, dialect, run) == []
+    assert near_misses("not sql (", schema, dialect, run) == []
+
+
+def make(task: dict, share: float) -> skyrl_gym.Env:
+    env = skyrl_gym.make("text2sql", env_config={"reference_corrections": share})
+    env.reset(options={"prompt": task["prompt"], "extras": task["extras"]})
+    return env
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_correction_episode_plays_its_misstep_reads_the_answer_and_earns_full_reward(shop_files, engine):
+    corrections = 0
+    for question, gold in SHOP_QUESTIONS:
+        env = make(shop_task(shop_files[engine], gold, question), 1.0)
+        first, answer = env.reference_episode()
+        assert answer.endswith(f"<solution>{gold}</solution>")
+        step = env.step(first)
+        assert not step["done"] and step["reward"] == 0.0
+        if isinstance(first, Misstep):
+            corrections += 1
+            assert f"<sql>{gold}</sql>" not in first
+            observation = step["observations"][0]["content"]
+            # what the answer's <think> line reads is what the database said
+            assert ("Error" in observation) == (step["metadata"].get("error_kind") is not None)
+            assert answer.startswith("<think>") and "The result answers the question" not in answer
+        last = env.step(answer)
+        assert last["reward"] == 1.0 and last["metadata"]["end"] == "terminated", last["metadata"]
+        # the same task always gets the same episode
+        again = make(shop_task(shop_files[engine], gold, question), 1.0)
+        assert again.reference_episode() == [first, answer]
+        env.close()
+        again.close()
+    assert corrections >= len(SHOP_QUESTIONS) - 2  # every question whose gold query sqlglot can rewrite
+
+
+def test_the_share_of_correction_episodes_follows_the_setting(shop_files):
+    tasks = [
+        shop_task(shop_files["duckdb"], gold, f"{question} ({i})")
+        for i in range(12)
+        for question, gold in SHOP_QUESTIONS[:2]
+    ]
+    for share, low, high in ((0.0, 0, 0), (0.5, 5, 19), (1.0, 24, 24)):
+        missteps = 0
+        for task in tasks:
+            env = make(task, share)
+            missteps += isinstance(env.reference_episode()[0], Misstep)
+            env.close()
+        assert low <= missteps <= high, (share, missteps)
+
+
+def test_the_setting_is_a_share():
+    with pytest.raises(ValueError, match="reference_corrections is a share"):
+        skyrl_gym.make("text2sql", env_config={"reference_corrections": 1.5})
+    with pytest.raises(TypeError, match="reference_corrections"):
+        skyrl_gym.make("text2sql", env_config={"reference_corrections": True})
