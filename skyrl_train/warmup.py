@@ -161,17 +161,18 @@ def supervised_step(
             "environment's reference_action()/reference_episode()"
         )
     batch = TrainingBatch.from_trajectories(kept, tokenizer.pad_token_id)
-    batch.old_log_probs = policy.compute_log_probs(batch)
+    # one mini-batch, one epoch: the worker takes the old log-probs from its own forward (ratio 1), so no
+    # separate scoring pass is needed
     batch.advantages = batch.response_mask.to(torch.float32).clone()
     batch.returns = batch.advantages.clone()
     metrics = policy.train_batch(batch, batch.batch_size, 1)
-    nll = -(batch.old_log_probs * batch.response_mask).sum() / batch.response_mask.sum().clamp(min=1)
     # The worker's own loss is the clipped surrogate, -1 at ratio 1 whatever the model: the warm-up's loss is
-    # its token-mean negative log-likelihood (before the step), so that the curve shows it falling.
+    # its negative log-likelihood (before the step), so that the curve shows it falling.
+    nll = metrics["policy/nll"]
     forwarded = {
         f"warmup/{k.split('/', 1)[-1]}": v
         for k, v in metrics.items()
-        if k.startswith("policy/") and k not in ("policy/loss", "policy/pg_loss")
+        if k.startswith("policy/") and k not in ("policy/loss", "policy/pg_loss", "policy/nll")
     }
     return {
         **forwarded,

@@ -131,7 +131,8 @@ class PolicyWorker(FSDPWorker):
         mini-batch's tokens (token_mean) or sequences (the sequence-mean reductions) across all ranks, so
         the step equals one step on the whole mini-batch at once. Returns metrics averaged over ranks:
         ``policy/loss``, ``policy/pg_loss``, ``policy/entropy`` (token mean), ``policy/grad_norm`` (before
-        clipping), ``policy/lr``, ``policy/skipped_step`` (1 when the gradient was not finite and the step
+        clipping), ``policy/nll`` (the trained tokens' negative log-likelihood before the update, reduced like
+        the loss), ``policy/lr``, ``policy/skipped_step`` (1 when the gradient was not finite and the step
         was skipped), the loss's own metrics (``policy/clip_frac``...), and, when the batch carries
         ``ref_log_probs``, ``policy/kl`` (and ``policy/kl_loss`` when the KL loss is on).
         """
@@ -179,6 +180,7 @@ class PolicyWorker(FSDPWorker):
                 add("kl", kl_loss.detach(), weight)
             add("loss", loss.detach(), weight)
             add("pg_loss", pg_loss.detach(), weight)
+            add("nll", self._reduce(-log_probs.detach(), mask), weight)
             for key, value in (loss_metrics or {}).items():
                 add(key, value, weight)
             entropy_sum += float((entropy.detach() * mask).sum())
