@@ -1,7 +1,7 @@
 """``skyrl-train`` (also ``python -m skyrl_train``): train, evaluate, and inspect configs.
 
     skyrl-train train sql_cpu trainer.epochs=2 generator.n_samples_per_prompt=4
-    skyrl-train eval sql_cpu trainer.resume_mode=latest generator.eval_n_samples_per_prompt=8
+    skyrl-train eval sql_cpu 'data.val_data=[data/text2sql/heldout.parquet]' generator.eval_n_samples_per_prompt=8
     skyrl-train eval --env text2sql --n 4                       # pass@k of a model on an environment's tasks
     skyrl-train eval --data rows.jsonl --base-url http://127.0.0.1:8000 --model Qwen/Qwen2.5-7B-Instruct
     skyrl-train eval --env swe --env-config backend=bwrap --limit 4 --max-turns 2
@@ -168,6 +168,11 @@ def _eval(args: argparse.Namespace) -> int:
         raise UsageError(f"{flag} applies to `skyrl-train eval --env/--data`, not to a recipe's evaluation")
     cfg = _load(args)
     _announce(args, cfg)
+    if not cfg.data.val_data:
+        raise UsageError(
+            f"nothing to evaluate: recipe {args.recipe} has no data.val_data; name the rows, e.g. "
+            "'data.val_data=[data/text2sql/heldout.parquet]'"
+        )
     from skyrl_train.trainer import Trainer
 
     cfg.trainer.eval_before_train = False

@@ -83,3 +83,13 @@ def test_unknown_recipe_and_missing_rows_are_user_errors(capsys, fresh_clone):
     assert err.startswith("error: ") and "absent.jsonl" in err
     assert main(["eval", "--env", "no_such_env"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown environment 'no_such_env'")
+
+
+def test_eval_of_a_recipe_without_val_data_says_what_to_name(capsys, fresh_clone):
+    (fresh_clone / "data/text2sql").mkdir(parents=True)
+    (fresh_clone / "data/text2sql/train.parquet").touch()  # sql_cpu evaluates eval_sets in training only
+    assert main(["eval", "sql_cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "error: nothing to evaluate: recipe sql_cpu has no data.val_data" in err
+    assert "'data.val_data=[data/text2sql/heldout.parquet]'" in err
+    assert not (fresh_clone / "runs").exists()  # refused before the run started
