@@ -176,7 +176,7 @@ def _eval(args: argparse.Namespace) -> int:
     from skyrl_train.trainer import Trainer
 
     cfg.trainer.eval_before_train = False
-    with Trainer(cfg) as trainer:
+    with Trainer(cfg, evaluate_only=True) as trainer:
         metrics = trainer.evaluate()
     print(json.dumps({"step": trainer.step, **metrics}, indent=2))
     return 0

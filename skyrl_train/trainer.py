@@ -173,8 +173,11 @@ def _peak_rss_gb() -> float:
 class Trainer:
     """Runs a whole training job from a :class:`~skyrl_train.config.Config`; see the module docstring."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, *, evaluate_only: bool = False):
         self.cfg = config
+        self.evaluate_only = evaluate_only
+        """Built to evaluate (``skyrl-train eval``): a checkpoint gives its weights and step, not the data
+        iterator's position, so batch settings other than the training run's are not refused."""
         self.run_dir = Path(config.trainer.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.step = 0
@@ -275,7 +278,7 @@ class Trainer:
     def _resume(self, path: Path) -> None:
         state = ckpt.load_checkpoint(path, self._workers())
         self.step = state.step
-        if state.data_state is not None:
+        if state.data_state is not None and not self.evaluate_only:
             self.iterator.load_state_dict(state.data_state)
         self._sync_weights()
 

@@ -106,8 +106,8 @@ TABLE: dict[str, Run | NotRun] = {
     TRAIN: Run("test_train", f"{TINY_NOTE} (in workdir: runs/sql_cpu lands there)"),
     EVAL: Run(
         "test_eval_prints_pass_at_k",
-        f"+ the tiny run's {' '.join(BATCH)} (the checkpoint's data iterator must match) "
-        "generator.eval_sampling_params.max_generate_length=16; the tiny data's heldout (2 rows)",
+        "+ generator.eval_sampling_params.max_generate_length=16; the tiny data's heldout (2 rows); the recipe's "
+        "own batch settings, not the tiny run's (an evaluation does not resume the data iterator)",
     ),
     CONFIG: Run("test_config_prints_the_recipe"),
     EXPORT: Run("test_export_writes_a_model_transformers_loads", "as written, in workdir after test_train"),
@@ -289,7 +289,7 @@ def test_train(sql_run, workdir):
 
 @pytest.mark.slow
 def test_eval_prints_pass_at_k(sql_run, workdir):
-    change = [*BATCH, "generator.eval_sampling_params.max_generate_length=16"]
+    change = ["generator.eval_sampling_params.max_generate_length=16"]
     out = run([*readme(EVAL), *change], workdir, timeout=300)  # 2 questions x 8 samples: seconds
     printed = json.loads(out[out.index("{") :])
     assert printed["step"] == 1  # the last checkpoint's
