@@ -83,7 +83,7 @@ def main() -> None:
         child(args.child, args.limit, args.model)
         return
     if not HELDOUT.exists():
-        sys.exit(f"{HELDOUT} is missing: run `make data/text2sql/heldout.parquet` first")
+        sys.exit(f"{HELDOUT} is missing: run `make data` first")
     budgets = [int(b) for b in args.budgets.split(",") if b]
     results = []
     for budget in budgets:

@@ -12,7 +12,7 @@ from skyrl_train.cli import main
 from skyrl_train.config import load_config
 from skyrl_train.data import Datasets
 
-BUILD = "build it with: make data/text2sql/heldout.parquet"
+BUILD = "build it with: make data"
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_a_named_recipe_is_announced_too(capsys, fresh_clone):
 
 def test_the_trainer_data_loader_names_the_build_command(fresh_clone):
     cfg = load_config("sql_cpu")
-    with pytest.raises(FileNotFoundError, match="make data/text2sql/heldout.parquet"):
+    with pytest.raises(FileNotFoundError, match="build it with: make data$"):
         Datasets.from_config(cfg.data, cfg.trainer, tokenizer=None)
 
 
