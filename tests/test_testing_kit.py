@@ -42,6 +42,14 @@ def test_well_behaved_environment_passes_every_rule():
     assert set(report.passed) | set(report.skipped) <= set(RULES)
 
 
+def test_a_registered_id_is_checked_like_its_factory():
+    by_id = check_env("gsm8k", gymnasium_check=False)
+    by_factory = check_env(lambda: skyrl_gym.make("gsm8k"), gymnasium_check=False)
+    assert by_id.ok and by_id.passed == by_factory.passed
+    with pytest.raises(skyrl_gym.UnknownEnvironmentError, match="did you mean"):
+        check_env("gsm8kk")
+
+
 def test_rules_are_documented():
     assert len(RULES) >= 15 and all(isinstance(text, str) and text for text in RULES.values())
 

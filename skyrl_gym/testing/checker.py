@@ -299,7 +299,7 @@ class _Checker:
 
 
 def check_env(
-    factory: Callable[[], Env],
+    factory: Callable[[], Env] | str,
     *,
     tasks: Sequence[Task] | None = None,
     seeds: Sequence[int] = (0, 1),
@@ -314,7 +314,8 @@ def check_env(
     """Check that the environment made by ``factory`` follows the contract; see :data:`RULES`.
 
     Args:
-        factory: makes a fresh environment, e.g. ``lambda: skyrl_gym.make("math")``.
+        factory: makes a fresh environment, e.g. ``lambda: skyrl_gym.make("math")``, or a registered id
+            (``"math"``), which is made with its registered settings.
         tasks: episodes to play (``{"prompt", "extras"}``); without them ``reset(seed=s)`` for ``seeds``,
             which needs the environment's default task set (without one, only the rule ``has-tasks`` is
             reported, failed).
@@ -328,6 +329,14 @@ def check_env(
             environment comes from the registry and has a default task set.
         raise_on_failure: raise :class:`ConformanceError` listing the broken rules (else just report).
     """
+    if isinstance(factory, str):
+        env_id = factory
+
+        def factory() -> Env:
+            import skyrl_gym
+
+            return skyrl_gym.make(env_id)
+
     sources = [("task", t) for t in tasks] if tasks else [("seed", s) for s in seeds]
     if not sources:
         raise ValueError("check_env needs at least one task or seed")
