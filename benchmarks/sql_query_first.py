@@ -103,6 +103,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--override", action="append", default=[], help="more sql_cpu overrides")
     parser.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    parser.add_argument(
+        "--save-model",
+        type=Path,
+        default=None,
+        help="also save the warmed-up policy here as a Hugging Face model folder (RL can start from it: "
+        "benchmarks/sql_ablations.py --from-model DIR)",
+    )
     return parser.parse_args(argv)
 
 
@@ -140,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     with Trainer(config) as trainer:
         trainer.warmup()
         result["warmup_s"] = time.perf_counter() - started
+        if args.save_model:
+            trainer.policy.model.save_pretrained(args.save_model)
+            trainer.tokenizer.save_pretrained(args.save_model)
         from skyrl_train.stage_eval import EvalSet
 
         outcomes: dict[str, dict[int, float]] = {}
