@@ -31,6 +31,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 FORCED = {"query_first": "\n<sql>", "direct": "\n<solution>"}
 """What a forced first turn goes on with after the model's ``</think>``."""
+EXAMPLES = 12
+"""Episodes kept per mode in the JSON result, of those whose first query failed or came back empty."""
 THINK_TOKENS = 48
 """Most tokens of the model's own ``<think>`` line before the forced tag."""
 
@@ -172,6 +174,13 @@ def main(argv: list[str] | None = None) -> int:
                 "behaviour": record.behaviour,
                 "errors": record.errors,
                 "seconds": time.perf_counter() - begun,
+                # what the model did after its first query failed or came back empty: does it read the answer?
+                "surprised": sum(bool(f.get("surprised")) for f in record.flags.values()),
+                "after_a_surprise": [
+                    {"question": i, "correct": record.outcomes.get(i), "turns": record.episodes[i]}
+                    for i, flags in sorted(record.flags.items())
+                    if flags.get("surprised")
+                ][:EXAMPLES],
             }
         result["gap_query_first_minus_direct"] = paired_change(outcomes["direct"], outcomes["query_first"])
         result["gap_query_first_minus_natural"] = paired_change(outcomes["natural"], outcomes["query_first"])
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{mode:12s} {acc['mean']:.1%} ± {acc['se']:.1%} (n={acc['n']}; {per_level}); queried first "
             f"{b['queried_first']:.0%}, correct after an error or empty result {b['self_corrected'] or 0:.0%}"
-            f"; {entry['seconds']:.0f} s"
+            f" ({entry['surprised']} answered after one); {entry['seconds']:.0f} s"
         )
     gap = result["gap_query_first_minus_direct"]
     print(f"query_first - direct: {gap['mean'] * 100:+.1f} ± {gap['se'] * 100:.1f} points (n={gap['n']})")
