@@ -169,9 +169,11 @@ def _eval(args: argparse.Namespace) -> int:
     cfg = _load(args)
     _announce(args, cfg)
     if not cfg.data.val_data:
+        # the recipe's own evaluation sets make the best example of rows to name
+        example = next((p for s in cfg.data.eval_sets.values() for p in s.paths), "path/to/rows.parquet")
         raise UsageError(
             f"nothing to evaluate: recipe {args.recipe} has no data.val_data; name the rows, e.g. "
-            "'data.val_data=[data/text2sql/heldout.parquet]'"
+            f"'data.val_data=[{example}]'"
         )
     from skyrl_train.trainer import Trainer
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shlex
 import signal
@@ -263,8 +264,15 @@ def summary(run_dir: Path) -> dict:
 
 
 def test_make_main_is_the_train_command():
+    # under `make test` the parent make's variables would make this one print "Entering directory" lines
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     out = subprocess.run(
-        ["make", "-n", *readme(MAKE_MAIN)[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["make", "-n", "--no-print-directory", *readme(MAKE_MAIN)[1:]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert out.returncode == 0, out.stderr
     last = shlex.split(out.stdout.strip().splitlines()[-1])
