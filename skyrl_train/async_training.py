@@ -394,7 +394,7 @@ def _check_behaviour_log_probs(cfg: Any, trajectories: list[Any]) -> None:
         )
 
 
-def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]], started: float) -> str:
+def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]]) -> str:
     """The training steps of ``trainer`` in the asynchronous mode, from its iterator's position until the
     data, the steps or the time run out; returns why it stopped (as the synchronous loop does). The producer
     is stopped (its thread joined, groups in flight cancelled) before this returns or raises."""
@@ -461,5 +461,5 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]], started:
             if loop.checkpoints_after(trainer.step):
                 trainer.save()
             # evaluations are outside the time budget where the trainer counts their time
-            if loop.out_of_time(time.perf_counter() - started - getattr(trainer, "eval_time_s", 0.0)):
+            if loop.out_of_time(trainer.rl_elapsed_s()):
                 return "max_wall_time_s"

@@ -160,7 +160,8 @@ def write_report(
     facts = [
         f"RL steps: {summary.get('steps')}",
         f"stopped by: {summary.get('stopped_by')}",
-        f"wall time: {summary.get('wall_time_s')} s (evaluations: {summary.get('eval_time_s')} s)",
+        f"wall time: {summary.get('wall_time_s')} s (evaluations: {summary.get('eval_time_s')} s, "
+        f"RL: {summary.get('rl_wall_time_s')} s)",
         f"training prompts: {summary.get('train_prompts')}",
         f"peak memory: {summary.get('peak_rss_gb')} GiB",
     ]

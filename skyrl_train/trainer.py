@@ -214,6 +214,8 @@ class Trainer:
         """The training loop's pass over the data (dynamic sampling draws further batches from it)."""
         self.eval_time_s = 0.0
         """Seconds spent evaluating so far: outside ``trainer.max_wall_time_s``."""
+        self._rl_clock = (time.perf_counter(), 0.0)
+        """When RL began (after the warm-up) and ``eval_time_s`` then: see :meth:`rl_elapsed_s`."""
         self.loop = LoopPlan.from_config(cfg, self.iterator.total_batches)
         self.total_steps = self.loop.total_steps
         self._policy_updates = self.total_steps * self.loop.updates_per_step
@@ -575,11 +577,13 @@ class Trainer:
                     self.tracker.log(result, step=self.log_offset)
                     evals.append({"stage": "after warm-up", "step": 0, **result})
                 self.stage_eval("after_warmup", self.log_offset)
+        # RL's own clock: the time budget counts neither the warm-up nor any evaluation
+        self._rl_clock = (time.perf_counter(), self.eval_time_s)
         bar = ProgressBar(total=self.total_steps, initial=self.step, desc="train")
         try:
             while True:
                 try:
-                    stop_reason = self._train_loop(bar, evals, started)
+                    stop_reason = self._train_loop(bar, evals)
                     break
                 except WorkerLostError as error:  # a worker or the engine died: resume from a checkpoint
                     if self.restarts >= loop.max_restarts:
@@ -596,17 +600,24 @@ class Trainer:
             self.tracker.log(after, step=self.log_offset + self.step)
             evals.append({"stage": "after RL", "step": self.step, **after})
         self.stage_eval("after_rl", self.log_offset + self.step)
-        summary = self._summary(evals, time.perf_counter() - started, stop_reason)
+        rl_s = self.rl_elapsed_s()
+        summary = self._summary(evals, time.perf_counter() - started, stop_reason, rl_wall_s=rl_s)
         return summary
 
-    def _train_loop(self, bar: Any, evals: list[dict[str, Any]], started: float) -> str:
+    def rl_elapsed_s(self) -> float:
+        """Seconds of RL so far in this process: since the warm-up ended, evaluations left out (what
+        ``trainer.max_wall_time_s`` bounds)."""
+        since, eval_before = self._rl_clock
+        return time.perf_counter() - since - (self.eval_time_s - eval_before)
+
+    def _train_loop(self, bar: Any, evals: list[dict[str, Any]]) -> str:
         """Training steps from the iterator's position until the data, the steps or the time run out;
         returns why it stopped."""
         loop = self.loop
         if self.cfg.trainer.mode == "async":
             from skyrl_train.async_training import run_async_loop
 
-            return run_async_loop(self, bar, evals, started)
+            return run_async_loop(self, bar, evals)
         self._batches = iter(self.iterator)  # dynamic sampling draws further batches from the same pass
         # the step limit is checked before a batch is drawn: a checkpoint's data position is then the next
         # batch to train on, none skipped on resume
@@ -626,7 +637,7 @@ class Trainer:
             bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
             if loop.checkpoints_after(self.step):
                 self.save()
-            if loop.out_of_time(time.perf_counter() - started - self.eval_time_s):  # evaluations not counted
+            if loop.out_of_time(self.rl_elapsed_s()):
                 return "max_wall_time_s"
         return "data"
 
@@ -641,12 +652,15 @@ class Trainer:
             keep_last=self.loop.keep_checkpoints,
         )
 
-    def _summary(self, evals: list[dict[str, Any]], wall_s: float, stop_reason: str) -> dict[str, Any]:
+    def _summary(
+        self, evals: list[dict[str, Any]], wall_s: float, stop_reason: str, *, rl_wall_s: float
+    ) -> dict[str, Any]:
         from skyrl_train.plots import plot_learning_curves
 
         summary: dict[str, Any] = {
             "steps": self.step,
             "wall_time_s": round(wall_s, 1),
+            "rl_wall_time_s": round(rl_wall_s, 1),
             "stopped_by": stop_reason,
             "train_prompts": len(self.train_set),
             "train_prompts_filtered": getattr(self.train_set, "num_filtered", 0),

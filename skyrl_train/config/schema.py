@@ -361,7 +361,9 @@ class TrainerConfig(Section):
     max_steps: int | None = Field(None, ge=1)
     """Stop after this many training steps; null: after the epochs."""
     max_wall_time_s: Float | None = Field(None, gt=0)
-    """Stop after the step that crosses this many seconds of training; null: no time budget."""
+    """Stop after the RL step that crosses this many seconds of RL in this process (the warm-up and the
+    evaluations not counted); null: no time budget. A budget in steps (max_steps) does not shrink on a busy
+    machine."""
     eval_interval: int = Field(5, ge=0)
     """Evaluate every this many steps; 0: never during training."""
     eval_before_train: bool = True

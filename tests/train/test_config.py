@@ -446,7 +446,8 @@ def test_every_field_has_a_docstring_and_describe_lists_them():
     )
     # With a config, a value that differs from the default is shown.
     shown = describe_config(load_config("sql_cpu"))
-    assert any(line.startswith("generator.n_samples_per_prompt (int, default 4)") for line in shown)
+    assert any(line.startswith("generator.eval_n_samples_per_prompt (int, default 1)") for line in shown)
+    assert any(line.startswith("generator.n_samples_per_prompt = 8 (int, default 4): ") for line in shown)
     assert any(line.startswith("generator.max_turns = 2 (int, default 1): ") for line in shown)
 
 

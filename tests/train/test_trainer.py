@@ -85,6 +85,41 @@ def test_fit_writes_the_run_folder_and_resumes(tiny_model, sql_files, tmp_path):
     assert [e["stage"] for e in summary["evaluations"]] == ["after RL"]
 
 
+def test_the_time_budget_counts_rl_only(tiny_model, sql_files, tmp_path, monkeypatch):
+    """trainer.max_wall_time_s bounds RL alone: a warm-up that (on the trainer's clock) takes three hours
+    leaves RL its whole budget of an hour, so the run stops by max_steps, not by the time budget."""
+    import time
+    import types
+
+    import skyrl_train.trainer as trainer_module
+
+    skipped = [0.0]  # seconds the fake clock jumped
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.perf_counter = lambda: time.perf_counter() + skipped[0]
+    monkeypatch.setattr(trainer_module, "time", clock)
+    config = _config(
+        tiny_model,
+        sql_files,
+        tmp_path / "run",
+        "trainer.max_steps=2",
+        "trainer.max_wall_time_s=3600",
+        "trainer.eval_before_train=false",
+        "trainer.sft_warmup.eval_after=false",
+        "data.val_data=[]",
+    )
+    with Trainer(config) as trainer:
+        warmup = trainer.warmup
+
+        def slow_warmup():
+            warmup()
+            skipped[0] += 3 * 3600.0
+
+        trainer.warmup = slow_warmup
+        summary = trainer.fit()
+    assert summary["steps"] == 2 and summary["stopped_by"] == "max_steps"
+    assert summary["wall_time_s"] >= 3 * 3600 > summary["rl_wall_time_s"]
+
+
 def test_pass_at_k_matches_the_closed_form():
     assert pass_at_k(4, 0, 1) == 0.0
     assert pass_at_k(4, 4, 2) == 1.0
