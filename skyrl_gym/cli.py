@@ -210,6 +210,11 @@ def _parser() -> argparse.ArgumentParser:
     p_check = sub.add_parser("check", help="run the conformance checker on environments", parents=[common])
     p_check.add_argument("env_ids", nargs="+")
     p_check.add_argument("--tasks", metavar="FILE", help=tasks_help)
+    p_check.add_argument(
+        "--no-oracle",
+        action="store_true",
+        help="leave out the oracle rule (for an environment without reference_action(); else it fails)",
+    )
     sub.add_parser("sql-eval", help="score text-to-SQL predictions (skyrl-gym sql-eval --help)")
     return parser
 
@@ -229,7 +234,10 @@ def _run(args: argparse.Namespace) -> int:
         failed = False
         for env_id in args.env_ids:
             report = check_env(
-                lambda env_id=env_id: skyrl_gym.make(env_id), tasks=tasks, raise_on_failure=False
+                lambda env_id=env_id: skyrl_gym.make(env_id),
+                tasks=tasks,
+                oracle=not args.no_oracle,
+                raise_on_failure=False,
             )
             print(report.summary())
             failed |= not report.ok

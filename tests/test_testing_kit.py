@@ -50,6 +50,19 @@ def test_a_registered_id_is_checked_like_its_factory():
         check_env("gsm8kk")
 
 
+class NoReference(CountdownEnv):
+    def reference_action(self):
+        return None
+
+
+def test_an_oracle_that_never_ran_fails_unless_left_out_on_purpose():
+    with pytest.raises(ConformanceError, match="oracle=False") as info:
+        check_env(lambda: skyrl_gym.EpisodeGuard(NoReference()))
+    assert [f.rule for f in info.value.failures] == ["oracle-earns-full-reward"]
+    report = check_env(lambda: skyrl_gym.EpisodeGuard(NoReference()), oracle=False)
+    assert report.ok and report.skipped["oracle-earns-full-reward"] == "check_env(..., oracle=False)"
+
+
 def test_rules_are_documented():
     assert len(RULES) >= 15 and all(isinstance(text, str) and text for text in RULES.values())
 

@@ -321,7 +321,8 @@ def check_env(
             reported, failed).
         full_reward: what the reference action must earn.
         noop_action: the action that must earn nothing.
-        oracle: check :meth:`~skyrl_gym.Env.reference_action` (skipped when it returns ``None``).
+        oracle: check :meth:`~skyrl_gym.Env.reference_action`; it fails when that returns ``None`` for every
+            task (``False`` leaves the rule out, reported as skipped).
         tags: protocol tags to build adversarial actions from (the environment's ``protocol_tags``
             attribute is used too).
         actions: ordinary actions played in the determinism and isolation checks.
@@ -493,6 +494,8 @@ def check_env(
 
     if oracle:
         _check_oracle(checker, full_reward)
+    else:
+        report.skipped["oracle-earns-full-reward"] = "check_env(..., oracle=False)"
     _check_noop(checker, noop_action)
     _check_deferred_verification(checker, noop_action)
     _check_reuse(checker, noop_action)
@@ -535,9 +538,12 @@ def _check_oracle(checker: _Checker, full_reward: float) -> None:
             env.close()
             if type(env.unwrapped).reference_episode is not Env.reference_episode:
                 _check_reference_episode(checker, source, full_reward)
-    if not found and "oracle-earns-full-reward" in report.passed:
-        report.passed.remove("oracle-earns-full-reward")
-        report.skipped["oracle-earns-full-reward"] = "reference_action() returned None for every task"
+        if not found:  # an oracle asked for and never run is not a pass: say so, or pass oracle=False
+            raise _Broken(
+                "oracle-earns-full-reward",
+                "reference_action() returned None for every task: give the environment a reference action, "
+                "or call check_env(..., oracle=False) to leave this rule out on purpose",
+            )
 
 
 def _check_reference_episode(checker: _Checker, source: tuple[str, Any], full_reward: float) -> None:
