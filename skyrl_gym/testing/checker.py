@@ -512,7 +512,6 @@ _NO_TASKS = (
 
 
 def _check_oracle(checker: _Checker, full_reward: float) -> None:
-    report = checker.report
     found = False
     with checker.rule("oracle-earns-full-reward"):
         for source in checker.sources:
