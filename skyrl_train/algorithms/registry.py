@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from skyrl_gym.registries import Registry, UnknownNameError
+from skyrl_train import names
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -38,33 +39,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 UnknownAlgorithmError = UnknownNameError
 """A name that no algorithm is registered under (a ``LookupError``); the message suggests close names."""
 
-_ADVANTAGES = "skyrl_train.algorithms.advantages"
-_LOSSES = "skyrl_train.algorithms.policy_loss"
-
 ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
-    "advantage estimator",
-    "trainer.algorithm.advantage_estimator",
-    builtins={
-        "grpo": f"{_ADVANTAGES}:grpo",
-        "dr_grpo": f"{_ADVANTAGES}:dr_grpo",
-        "rloo": f"{_ADVANTAGES}:rloo",
-        "reinforce++": f"{_ADVANTAGES}:reinforce_plus_plus",
-        "gae": f"{_ADVANTAGES}:gae",
-    },
+    "advantage estimator", "trainer.algorithm.advantage_estimator", builtins=names.ADVANTAGE_ESTIMATORS
 )
-"""Advantage estimators by name; the built-ins are imported when first asked for."""
+"""Advantage estimators by name; the built-ins (:data:`skyrl_train.names.ADVANTAGE_ESTIMATORS`) are imported
+when first asked for."""
 
 POLICY_LOSSES: Registry[Callable[..., Any]] = Registry(
-    "policy loss",
-    "trainer.algorithm.policy_loss_type",
-    builtins={
-        "ppo": f"{_LOSSES}:ppo_loss",
-        "regular": f"{_LOSSES}:ppo_loss",
-        "dual_clip": f"{_LOSSES}:dual_clip_loss",
-        "gspo": f"{_LOSSES}:gspo_loss",
-    },
+    "policy loss", "trainer.algorithm.policy_loss_type", builtins=names.POLICY_LOSSES
 )
-"""Policy losses by name (``regular`` is SkyRL's name for ``ppo``); built-ins imported when first asked for."""
+"""Policy losses by name (``regular`` is SkyRL's name for ``ppo``); the built-ins
+(:data:`skyrl_train.names.POLICY_LOSSES`) are imported when first asked for."""
 
 
 def register_advantage_estimator(name: str, *, override: bool = False) -> Callable[[F], F]:

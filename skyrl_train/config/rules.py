@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from skyrl_train import names
 from skyrl_train.dispatch import DISPATCHERS
 
 if TYPE_CHECKING:
@@ -12,10 +13,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BUILTIN_ADVANTAGE_ESTIMATORS", "BUILTIN_POLICY_LOSSES", "VLLM_MAX_TEMPERATURE", "check_rules"]
 
-BUILTIN_ADVANTAGE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce++", "gae")
+BUILTIN_ADVANTAGE_ESTIMATORS = tuple(names.ADVANTAGE_ESTIMATORS)
 """Advantage estimators that ship with :mod:`skyrl_train.algorithms` (more can be registered)."""
 
-BUILTIN_POLICY_LOSSES = ("ppo", "regular", "dual_clip", "gspo")
+BUILTIN_POLICY_LOSSES = tuple(names.POLICY_LOSSES)
 """Policy losses that ship with :mod:`skyrl_train.algorithms`; ``regular`` is SkyRL's name for ``ppo``."""
 
 VLLM_MAX_TEMPERATURE = 2.0

@@ -4,6 +4,7 @@ hand in each test, plus properties (masked positions are zero, GRPO advantages a
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -421,3 +422,23 @@ def test_compute_batch_advantages_with_kl_in_reward():
     assert metrics["kl_in_reward"] == pytest.approx(0.125)
     a = 0.25 / (math.sqrt(0.125) + 1e-6)  # scores 0.5 and 0: +-0.25 / unbiased std sqrt(0.125)
     assert_close(batch.advantages, [[a, a], [-a, -a]])
+
+
+def test_every_shipped_algorithm_is_named_once_for_the_config_and_the_registries():
+    """The config's rules and the registries read one list: every estimator and loss the algorithms package
+    registers is in it, so a rule cannot miss one (a critic set for raft is refused like for grpo)."""
+    from skyrl_train import names
+    from skyrl_train.algorithms.registry import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
+    from skyrl_train.config import ConfigError, load_config
+
+    assert set(ADVANTAGE_ESTIMATORS) == set(names.ADVANTAGE_ESTIMATORS) == set(BUILTIN_ADVANTAGE_ESTIMATORS)
+    assert set(POLICY_LOSSES) == set(names.POLICY_LOSSES) == set(BUILTIN_POLICY_LOSSES)
+    for name in names.ADVANTAGE_ESTIMATORS:
+        if name != "gae":
+            with pytest.raises(
+                ConfigError, match=re.escape(f"advantage_estimator={name!r} does not use values")
+            ):
+                load_config(
+                    "sql_cpu",
+                    [f"trainer.algorithm.advantage_estimator={name}", "trainer.critic.model.path=x"],
+                )
