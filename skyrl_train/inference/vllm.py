@@ -37,12 +37,13 @@ from typing import Any, TypeVar
 
 import torch
 
+from skyrl_train.config.rules import VLLM_MAX_TEMPERATURE
 from skyrl_train.inference.base import GenerationOutput, InferenceEngine, SamplingParams
 
 T = TypeVar("T")
 
-MAX_TEMPERATURE = 2.0
-"""The highest sampling temperature the engine passes on (the config refuses more for vLLM)."""
+MAX_TEMPERATURE = VLLM_MAX_TEMPERATURE
+"""The highest sampling temperature the engine passes on (the config's rules refuse more for vLLM)."""
 
 
 def _vllm() -> Any:
