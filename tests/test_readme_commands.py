@@ -12,21 +12,19 @@ data/ of the repository. ``test_readme.py`` checks that every block parses as pa
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from test_readme import ROOT, SHELL, _commands
+
+from tests.serving import serving
 
 BIN = Path(sys.executable).parent
 """The running venv's console scripts (``skyrl-train``, ``skyrl-gym``)."""
@@ -208,36 +206,6 @@ def run(words: list[str], cwd: Path, timeout: float) -> str:
     return proc.stdout
 
 
-@contextlib.contextmanager
-def serving(words: list[str], cwd: Path, ready_url: str, wait_s: float) -> Iterator[subprocess.Popen]:
-    """A server command running until the block ends (SIGINT, then killed); first its ``ready_url`` answers 200.
-    Its output goes to ``cwd/server.log`` (a pipe nobody reads would fill and stop it)."""
-    import httpx
-
-    log = cwd / "server.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(argv(words), cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            assert proc.poll() is None, f"{shlex.join(words)} exited:\n{log.read_text()[-3000:]}"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(ready_url, timeout=2).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, (
-                f"{shlex.join(words)}: {ready_url} did not answer in {wait_s} s"
-            )
-            time.sleep(0.5)
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def replaced(words: list[str], flag: str, value: str) -> list[str]:
     """``words`` with ``flag``'s value replaced."""
     i = words.index(flag)
@@ -373,7 +341,9 @@ def test_serve_answers_the_tinker_client(workdir):
     env_var, script = readme(CLIENT)[0].split("=", 1), readme(CLIENT)[2]
     assert env_var == ["TINKER_API_KEY", "tml-local"] and script == "my_script.py"  # run_example sets the key
     url = f"http://127.0.0.1:{port}"
-    with serving(words, workdir, f"{url}/api/v1/healthz", wait_s=180):  # the model loads first
+    with serving(
+        argv(words), ready_url=f"{url}/api/v1/healthz", log=workdir / "server.log", wait_s=180, cwd=workdir
+    ):
         out = run_example("tinker_client.py", "--base-url", url, cwd=workdir, timeout=300)
     loss = re.search(r"^loss: (\S+) ", out, re.M)
     assert loss and float(loss.group(1)) > 0, out
@@ -401,7 +371,8 @@ def test_retrieval_server_answers(search_data, workdir):
 
     port = str(_free_port())
     url = f"http://127.0.0.1:{port}"
-    with serving(replaced(readme(RETRIEVAL), "--port", port), workdir, f"{url}/health", wait_s=120):
+    words = replaced(readme(RETRIEVAL), "--port", port)
+    with serving(argv(words), ready_url=f"{url}/health", log=workdir / "server.log", wait_s=120, cwd=workdir):
         health = httpx.get(f"{url}/health", timeout=10).json()
         answer = httpx.post(
             f"{url}/retrieve",

@@ -5,14 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.serving import serving
 
 
 def free_port() -> int:
@@ -37,31 +36,17 @@ def serve_command(
     store_dir: Path, extra: Sequence[str] = (), wait_s: float = 180
 ) -> Iterator[tuple[str, Any]]:
     """``skyrl-train serve`` as a user starts it (its own process, a free port); yields ``(base_url, process)``
-    once its health check answers, and stops it with SIGINT afterwards (killed if it does not stop)."""
-    import httpx
-
+    once its health check answers, and stops it with SIGINT afterwards (killed if it does not stop). Its output
+    is in ``store_dir/serve.log``."""
     port = free_port()
     exe = shutil.which("skyrl-train", path=os.path.dirname(sys.executable))
     cmd = [exe] if exe else [sys.executable, "-m", "skyrl_train"]
     cmd += ["serve", "--port", str(port), "--store-dir", str(store_dir), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + wait_s  # the model loads first: seconds, more on a busy machine
-        while True:
-            assert proc.poll() is None, f"serve exited: {proc.stdout.read()}"
-            try:
-                if httpx.get(f"{url}/api/v1/healthz", timeout=2).json() == {"status": "ok"}:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.5)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    healthy = lambda response: response.json() == {"status": "ok"}  # noqa: E731
+    # the model loads first: seconds, more on a busy machine
+    with serving(
+        cmd, ready_url=f"{url}/api/v1/healthz", ready=healthy, log=store_dir / "serve.log", wait_s=wait_s
+    ) as proc:
         yield url, proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
