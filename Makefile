@@ -9,8 +9,9 @@ STAMP := $(VENV)/.installed
 # Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
 # Debian's python3 with numpy and sympy as the interpreter inside it (and python3-pytest and python3-yaml, which run the SWE
 # repositories' suites there and in the images), wordnet-base for the search data,
-# docker.io and debootstrap for the terminal environment's containers and their offline images.
-SYSTEM_PACKAGES := bubblewrap util-linux python3 python3-numpy python3-sympy python3-pytest python3-yaml wordnet-base docker.io debootstrap
+# docker.io and debootstrap for the terminal environment's containers and their offline images, chromium (headless)
+# for the test that opens the run viewer's page in a real browser.
+SYSTEM_PACKAGES := bubblewrap util-linux python3 python3-numpy python3-sympy python3-pytest python3-yaml wordnet-base docker.io debootstrap chromium
 
 sysdeps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

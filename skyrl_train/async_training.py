@@ -431,7 +431,9 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]]) -> str:
                     trajectories, pass_threshold=getattr(trainer.generator, "pass_threshold", 1.0)
                 ),
             )
-            metrics = trainer.train_step([dict(g.row) for g in groups], rollouts=rollouts)
+            metrics = trainer.train_step(
+                [dict(g.row) for g in groups], rollouts=rollouts, tasks={g.index: dict(g.row) for g in groups}
+            )
             held, push_s = push_weights_in_flight(trainer)
             producer.stats.pushes += 1
             producer.stats.inflight_pushes += held > 0

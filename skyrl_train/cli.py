@@ -11,6 +11,7 @@
     skyrl-train recipes                         # list the shipped recipes
     skyrl-train export runs/sql_cpu out/model   # a run's newest checkpoint as a Hugging Face model folder
     skyrl-train serve --port 8000               # the Tinker training API (the official tinker client)
+    skyrl-train view runs/sql_cpu               # the run's page: curves, trajectories, coloured tokens
 
 The first argument after the command is a recipe name (``skyrl_train/recipes/<name>.yaml``) or a YAML path,
 ``sql_cpu`` (the main job) when left out; the rest are dotted ``key=value`` overrides. A user's mistake (an
@@ -25,6 +26,7 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 # Idle OpenMP threads spin by default; on a small CPU shared with environments and databases they steal the
@@ -280,6 +282,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("source", help="a run folder (its newest checkpoint) or a checkpoints/step_N folder")
     export.add_argument("out", help="the folder to write (weights, config and tokenizer)")
+    view = sub.add_parser(
+        "view",
+        help="write a run's page: curves, trajectories, tokens coloured by mask or advantage",
+        parents=[debug],
+    )
+    view.add_argument("run", help="the run folder (trainer.run_dir)")
+    view.add_argument("--out", help="the HTML file to write (default: RUN/view.html)")
+    view.add_argument("--serve", action="store_true", help="then serve it on 127.0.0.1 until Ctrl-C")
+    view.add_argument("--port", type=int, default=8765, help="port of --serve")
     serve = sub.add_parser(
         "serve", help="serve the Tinker training API to the official tinker client", parents=[debug]
     )
@@ -306,6 +317,16 @@ def _run(args: argparse.Namespace) -> int:
         from skyrl_train.checkpoint import export_model
 
         print(export_model(args.source, args.out))
+        return 0
+    if args.command == "view":
+        from skyrl_train.viewer import serve_view, write_view
+
+        if not Path(args.run).is_dir():
+            raise FileNotFoundError(f"no run folder {args.run}")
+        path = write_view(args.run, args.out)
+        print(path)
+        if args.serve:
+            serve_view(path, args.port)
         return 0
     if args.command == "recipes":
         from skyrl_train.config import list_recipes

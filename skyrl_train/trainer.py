@@ -210,6 +210,9 @@ class Trainer:
         from skyrl_train.dynamic_sampling import DynamicSampler
 
         self.dynamic_sampler = DynamicSampler.from_config(cfg)
+        from skyrl_train.record import RecordSettings, RolloutRecorder
+
+        self.recorder = RolloutRecorder(self.run_dir, RecordSettings.from_config(cfg))
         self._batches: Any = None
         """The training loop's pass over the data (dynamic sampling draws further batches from it)."""
         self.eval_time_s = 0.0
@@ -404,9 +407,12 @@ class Trainer:
             "time/sync_check_s": time.perf_counter() - start,
         }
 
-    def train_step(self, rows: list[dict], *, rollouts: Any = None) -> dict[str, float]:
+    def train_step(
+        self, rows: list[dict], *, rollouts: Any = None, tasks: dict[int, dict] | None = None
+    ) -> dict[str, float]:
         """One GRPO/PPO step on ``rows``; returns its metrics. With ``rollouts`` (a ``GeneratorOutput`` made
-        already: the asynchronous mode) it trains on those and leaves the weight push to its caller."""
+        already: the asynchronous mode) it trains on those and leaves the weight push to its caller; ``tasks``
+        maps their group ids to their rows for the record (default: the ids this step gives ``rows``)."""
         from skyrl_train.algorithms import compute_batch_advantages
         from skyrl_train.batch import TrainingBatch
 
@@ -464,6 +470,12 @@ class Trainer:
             critic_mini = n * mini_batch_groups(
                 groups, tr.critic_mini_batch_size, tr.train_batch_size // tr.critic_mini_batch_size
             )
+        trainer_log_probs = None
+        if batch.old_log_probs is None and self.recorder.wants_trainer_log_probs:
+            trainer_log_probs = self.policy.compute_log_probs(batch)  # for the record only
+        if tasks is None:
+            tasks = {group_offset + i: row for i, row in enumerate(rows)}
+        metrics.update(self.recorder.record(self.step + 1, out.trajectories, batch, tasks, trainer_log_probs))
         metrics.update(self.policy.train_batch(batch, policy_mini, loop.update_epochs))
         if self.critic is not None:
             metrics.update(self.critic.train_batch(batch, critic_mini, loop.update_epochs))

@@ -55,6 +55,7 @@ EVAL = (
 )
 CONFIG = "skyrl-train config sql_qwen7b_8gpu"
 EXPORT = "skyrl-train export runs/sql_cpu out/model"
+VIEW = "skyrl-train view runs/sql_cpu"
 ASYNC = (
     "skyrl-train train sql_cpu trainer.mode=async generator.engine_process=true "
     "trainer.fully_async.max_staleness_steps=1 trainer.algorithm.off_policy_correction.method=tis"
@@ -110,6 +111,7 @@ TABLE: dict[str, Run | NotRun] = {
     ),
     CONFIG: Run("test_config_prints_the_recipe"),
     EXPORT: Run("test_export_writes_a_model_transformers_loads", "as written, in workdir after test_train"),
+    VIEW: Run("test_view_writes_the_runs_page", "as written, in workdir after test_train"),
     "ray start --head --port=6379": NotRun(
         "stopping it takes `ray stop`, which stops every Ray node on the machine; tests/train/test_ray_cluster.py "
         "starts a cluster with both ray start commands (a free port) and trains a step across it"
@@ -283,6 +285,15 @@ def test_export_writes_a_model_transformers_loads(sql_run, workdir):
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     ids = tokenizer("SELECT 1", return_tensors="pt").input_ids
     assert model(ids).logits.shape[-1] == model.config.vocab_size
+
+
+@pytest.mark.slow
+def test_view_writes_the_runs_page(sql_run, workdir):
+    out = run(readme(VIEW), workdir, timeout=300)
+    page = workdir / "runs/sql_cpu/view.html"
+    assert out.strip() == "runs/sql_cpu/view.html" and page.is_file()
+    recorded = sorted((workdir / "runs/sql_cpu/rollouts").glob("step_*.parquet"))
+    assert recorded and '"env_class": "text2sql"' in page.read_text()
 
 
 def test_config_prints_the_recipe(tmp_path):

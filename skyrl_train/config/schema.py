@@ -308,6 +308,21 @@ class FullyAsyncConfig(Section):
     """Groups (prompts x n_samples_per_prompt trajectories) generated at once; null: train_batch_size."""
 
 
+class RecordConfig(Section):
+    """The token-level record of each RL step's rollouts in ``run_dir/rollouts`` (see
+    :mod:`skyrl_train.record`; ``skyrl-train view RUN`` shows it)."""
+
+    enabled: bool = True
+    """Record the rollouts each RL step trains on."""
+    sample: Float = Field(1.0, gt=0, le=1)
+    """Share of each step's trajectories recorded (the same ones on a rerun with the same seed)."""
+    max_mb: Float = Field(512.0, gt=0)
+    """Recording stops once the folder holds this many MiB (metric record/over_budget)."""
+    trainer_log_probs: bool = True
+    """Record the trainer's log-probs of the response tokens before the update; with one update per batch
+    the step does not compute them otherwise, so this costs a forward pass of the policy per step."""
+
+
 class TrainerConfig(Section):
     """The training loop: models, placement, algorithm, batch sizes, schedule, checkpoints, logging."""
 
@@ -327,6 +342,8 @@ class TrainerConfig(Section):
     """Advantages, losses, KL and entropy."""
     sft_warmup: WarmupConfig = Field(default_factory=WarmupConfig)
     """Supervised warm-up on the environments' reference trajectories before RL."""
+    record: RecordConfig = Field(default_factory=RecordConfig)
+    """The token-level record of each RL step's rollouts (run_dir/rollouts)."""
     mode: Literal["sync", "async"] = "sync"
     """sync: generate a batch, train on it, sync the weights, repeat; async: generation never stops, the
     trainer takes train_batch_size finished groups per step and pushes weights in flight (trainer.fully_async)."""

@@ -480,6 +480,9 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
     from skyrl_train.weight_sync.gate import GateSettings
 
     seen["weight_sync_gate"] = dataclasses.asdict(GateSettings.from_config(config))  # after every push
+    from skyrl_train.record import RecordSettings
+
+    seen["record"] = dataclasses.asdict(RecordSettings.from_config(config))  # what each step records
     sampler = DynamicSampler.from_config(config)  # what the trainer's step filters its groups with
     seen["dynamic_sampling"] = dataclasses.asdict(sampler) if sampler is not None else None
     if config.trainer.placement.backend == "ray":
