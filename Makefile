@@ -96,7 +96,7 @@ VLLM_CPU := $(shell [ "$$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev
 
 # everything but the vLLM tests in the main environment, then the vLLM tests (marked vllm) on vLLM's CPU build
 test: setup sysdeps lint docker $(if $(VLLM_CPU),vllm-env)
-	$(PY) -m pytest -q -m "not vllm"
+	$(PY) -m pytest -q -m "not vllm" --durations=30
 ifeq ($(VLLM_CPU),yes)
 	$(VLLM_PY) -m pytest -q -m vllm $(VLLM_TESTS)
 else
