@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -224,10 +225,13 @@ class EngineProcess(InferenceEngine):
                 future = self._futures.pop(request_id, None)
             if future is None:
                 continue
-            if kind == "ok":
-                future.set_result(value)
-            else:
-                future.set_exception(EngineProcessError(value))
+            # a caller may have cancelled its future (an asynchronous group given up) before the answer came:
+            # the answer is dropped, and this thread goes on reading for the others
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                if kind == "ok":
+                    future.set_result(value)
+                else:
+                    future.set_exception(EngineProcessError(value))
         self._fail_all(EngineProcessError(f"the engine process ended (exit code {self._process.exitcode})"))
 
     def _fail_all(self, error: Exception) -> None:

@@ -6,6 +6,7 @@ in its own process (which loaded the model itself); ``nccl`` and ``cuda_ipc`` ne
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 
 import pytest
@@ -171,6 +172,19 @@ def test_engine_process_generates_like_the_engine_here(tiny_model, tokenizer, en
     got = engine_process.generate_sync([PROBE, PROBE[:3]], params)
     assert [o.token_ids for o in got] == [o.token_ids for o in expected]
     assert all(o.policy_versions == [start + 1] * 12 for o in got)
+
+
+def test_an_answer_to_a_cancelled_request_is_dropped_and_the_reader_goes_on(engine_process):
+    """A caller that cancelled its request (the asynchronous loop cancels the groups in flight when it stops)
+    before the answer came: the reader drops the answer and still answers the next requests."""
+    cancelled: concurrent.futures.Future = concurrent.futures.Future()
+    assert cancelled.cancel()
+    with engine_process._lock:  # a request whose future is already cancelled when its answer arrives
+        request_id = next(engine_process._ids)
+        engine_process._futures[request_id] = cancelled
+        engine_process._conn.send((request_id, "stats", (), {}))
+    assert engine_process.call("stats", timeout=120)["generated_tokens"] >= 0  # answered after it
+    assert engine_process._reader.is_alive() and request_id not in engine_process._futures
 
 
 @pytest.mark.gpu
