@@ -211,23 +211,21 @@ function table() {
 }
 for (const id of ["f-step", "f-end", "f-env", "f-rmin", "f-rmax", "f-len"]) $(id).oninput = table;
 
-function colourOf(t, k, mode, maxAbs) {
-  if (mode === "mask") return t.loss_mask[k] ? "rgba(60,160,60,0.35)" : "rgba(150,150,150,0.15)";
-  let v = null;
-  if (mode === "adv" && t.advantages) v = t.advantages[k];
-  if (mode === "gap" && t.sampler_logprobs && t.trainer_logprobs) v = t.sampler_logprobs[k] - t.trainer_logprobs[k];
-  if (mode === "stale" && t.policy_versions && t.policy_versions[k] >= 0)
-    v = Math.max(...t.policy_versions) - t.policy_versions[k];
-  if (v === null || !t.loss_mask[k]) return "transparent";
-  const a = Math.min(1, Math.abs(v) / (maxAbs || 1)) * 0.7;
-  return v >= 0 ? "rgba(40,120,220," + a + ")" : "rgba(220,60,40," + a + ")";
-}
-function values(t, mode) {
-  if (mode === "adv") return t.advantages || [];
+function values(t, mode) {  // the chosen quantity per response token (null where it has none)
+  if (mode === "adv" && t.advantages) return t.advantages;
   if (mode === "gap" && t.sampler_logprobs && t.trainer_logprobs)
     return t.sampler_logprobs.map((s, k) => s - t.trainer_logprobs[k]);
-  if (mode === "stale" && t.policy_versions) return t.policy_versions.map(v => Math.max(...t.policy_versions) - v);
-  return [];
+  if (mode === "stale" && t.policy_versions) {
+    const newest = Math.max(...t.policy_versions);
+    return t.policy_versions.map(v => v >= 0 ? newest - v : null);
+  }
+  return t.response_ids.map(() => null);
+}
+function colourOf(t, k, mode, v, maxAbs) {
+  if (mode === "mask") return t.loss_mask[k] ? "rgba(60,160,60,0.35)" : "rgba(150,150,150,0.15)";
+  if (v === null || v === undefined || !t.loss_mask[k]) return "transparent";
+  const a = Math.min(1, Math.abs(v) / maxAbs) * 0.7;
+  return v >= 0 ? "rgba(40,120,220," + a + ")" : "rgba(220,60,40," + a + ")";
 }
 function detail(i) {
   const t = T[i]; if (!t) { $("detail").hidden = true; return; }
@@ -237,14 +235,15 @@ function detail(i) {
       ["turn rewards", (t.turn_rewards || []).map(fmt).join(", ")], ["stop", t.stop_reason],
       ["error", t.error], ["generate s", t.generate_s], ["environment s", t.env_s]])
     $("d-facts").appendChild(el("span", {}, k + ": " + fmt(v)));
-  const mode = $("colour").value, vals = values(t, mode).filter((v, k) => t.loss_mask[k]);
+  const mode = $("colour").value, perToken = values(t, mode);
+  const vals = perToken.filter((v, k) => t.loss_mask[k] && v !== null && v !== undefined);
   const maxAbs = Math.max(1e-9, ...vals.map(Math.abs));
   $("legend").textContent = mode === "mask" ? "green: trained on; grey: observations (masked)"
     : (vals.length ? "blue: positive, red: negative, |max| " + fmt(maxAbs) : "not recorded for this trajectory");
   const box = $("tokens"); box.textContent = "";
   t.tokens.forEach((text, k) => {
     const s = el("span", {class: "tok", "data-k": k}, text);
-    s.style.background = colourOf(t, k, mode, maxAbs);
+    s.style.background = colourOf(t, k, mode, perToken[k], maxAbs);
     s.title = "token " + k + " id " + t.response_ids[k] + " mask " + t.loss_mask[k]
       + (t.advantages ? " adv " + fmt(t.advantages[k]) : "")
       + (t.sampler_logprobs ? " sampler " + fmt(t.sampler_logprobs[k]) : "")
