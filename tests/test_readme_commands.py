@@ -16,8 +16,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,7 +217,7 @@ def replaced(words: list[str], flag: str, value: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
+def workdir(tmp_path_factory) -> Iterator[Path]:
     """The folder the commands run in, with the main job's data (data/text2sql) built small: the Makefile's
     build_compact.py line with 8 training rows and 1 held-out question per level (a few seconds)."""
     folder = tmp_path_factory.mktemp("readme")
@@ -223,7 +225,9 @@ def workdir(tmp_path_factory) -> Path:
         "datasets/sql/build_compact.py --out data/text2sql --levels easy --train 8 --validation 4 --heldout 1"
     )
     run(["python", *build.split()], folder, timeout=120)  # a few seconds
-    return folder
+    yield folder
+    # the runs' checkpoints here come to several GB: removed with the module, not kept for later sessions
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def summary(run_dir: Path) -> dict:
