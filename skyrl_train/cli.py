@@ -291,6 +291,22 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("--out", help="the HTML file to write (default: RUN/view.html)")
     view.add_argument("--serve", action="store_true", help="then serve it on 127.0.0.1 until Ctrl-C")
     view.add_argument("--port", type=int, default=8765, help="port of --serve")
+    replay = sub.add_parser(
+        "replay",
+        help="rerun a run's recorded updates from a checkpoint and compare losses and weights, or (--episodes) "
+        "step today's environments with its recorded actions",
+        parents=[debug],
+    )
+    replay.add_argument("run", help="the run folder (trainer.run_dir), with its record (trainer.record)")
+    replay.add_argument(
+        "--from-step", type=int, help="start from the checkpoint after this step (default: the newest usable)"
+    )
+    replay.add_argument(
+        "--episodes",
+        action="store_true",
+        help="replay the recorded episodes against the environments instead",
+    )
+    replay.add_argument("--limit", type=int, help="at most this many episodes (--episodes)")
     serve = sub.add_parser(
         "serve", help="serve the Tinker training API to the official tinker client", parents=[debug]
     )
@@ -308,6 +324,34 @@ def _parser() -> argparse.ArgumentParser:
         help="a base model clients may name (Hugging Face name or path); default: the embedded SmolLM2",
     )
     return parser
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """``skyrl-train replay``: a line per step (or per episode that did not replay the same); 1 when any
+    differs."""
+    from skyrl_train.replay import replay_episodes, replay_training
+
+    if not Path(args.run).is_dir():
+        raise FileNotFoundError(f"no run folder {args.run}")
+    if args.episodes:
+        episodes = replay_episodes(args.run, limit=args.limit)
+        for e in episodes:
+            if e.status != "same":
+                at = f" at turn {e.turn}" if e.turn is not None else ""
+                print(f"step {e.step} #{e.index} ({e.env_class}) {e.status}{at}: {e.detail}")
+        counts = {s: sum(e.status == s for e in episodes) for s in ("same", "diverged", "skipped")}
+        print(f"{len(episodes)} episodes: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        return 1 if counts["diverged"] else 0
+    result = replay_training(args.run, from_step=args.from_step)
+    print(f"from the checkpoint after step {result.checkpoint_step}:")
+    for step in result.steps:
+        loss = step.metrics.get("policy/loss")
+        shown = f"policy/loss recorded {loss[0]!r} replayed {loss[1]!r}" if loss else "no recorded loss"
+        differing = sorted(k for k, (a, b) in step.metrics.items() if a != b)
+        verdict = "bitwise equal" if step.equal else f"differs ({', '.join(differing) or 'advantages'})"
+        print(f"step {step.step}: {shown}; {len(step.metrics)} metrics {verdict}")
+    print(f"weights after step {result.steps[-1].step}: {result.weights}")
+    return 0 if result.equal else 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -328,6 +372,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.serve:
             serve_view(path, args.port)
         return 0
+    if args.command == "replay":
+        return _replay(args)
     if args.command == "recipes":
         from skyrl_train.config import list_recipes
 

@@ -3,10 +3,12 @@
 ``run_dir/rollouts/step_000001.parquet`` (one file per RL step, Parquet: compact and columnar) holds one row
 per recorded trajectory: the prompt's and the response's token ids, the loss mask, the sampler's log-probs,
 the trainer's log-probs before the update, the advantage and the policy version of every response token, each
-turn's span and reward, the chat messages (observations and tool results in place), the end state, the
-timings, and the environment's identity (class, data source, and the task: the dataset row without its
-prompt). ``skyrl-train view RUN``
-(:mod:`skyrl_train.viewer`) shows them.
+turn's span, action and reward, the chat messages (observations and tool results in place), the end state,
+the timings, and the environment's identity (class, data source, and the task: the whole dataset row).
+``rollouts/plan.json`` holds what a replay of the updates needs besides the config (the tracker's step of RL
+step 0, the scheduler's length, whether the old log-probs come from the training forward).
+``skyrl-train view RUN`` (:mod:`skyrl_train.viewer`) shows the record; ``skyrl-train replay RUN``
+(:mod:`skyrl_train.replay`) reruns its updates and its episodes.
 
 ``trainer.record`` sets it: ``sample`` records a share of each step's trajectories (chosen by a hash of the
 seed, the step and the index, so reruns record the same ones), ``max_mb`` stops recording once the folder
@@ -25,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from skyrl_train.config import Config
 
-__all__ = ["RecordSettings", "RolloutRecorder", "read_rollouts"]
+__all__ = ["RecordSettings", "RolloutRecorder", "read_plan", "read_rollouts"]
 
 FOLDER = "rollouts"
-JSON_COLUMNS = ("task", "messages", "final_observations", "env_metrics", "verification")
+PLAN_FILE = "plan.json"
+JSON_COLUMNS = ("task", "actions", "messages", "final_observations", "env_metrics", "verification")
 """Columns stored as JSON text (nested values of any shape)."""
 
 
@@ -55,11 +58,6 @@ def _chosen(seed: int, step: int, index: int, share: float) -> bool:
     return zlib.crc32(f"{seed}:{step}:{index}".encode()) / 2**32 < share
 
 
-def _task_of(row: dict[str, Any] | None) -> dict[str, Any]:
-    """A dataset row without its prompt (recorded as token ids): the environment, its reward spec, extras."""
-    return {k: v for k, v in (row or {}).items() if k != "prompt"}
-
-
 def _row_of(tensor: Any, i: int, n: int) -> list[float] | None:
     """The first ``n`` values of row ``i`` of a [B, T] tensor, as floats; None without a tensor."""
     return None if tensor is None else [float(x) for x in tensor[i, :n].tolist()]
@@ -68,8 +66,10 @@ def _row_of(tensor: Any, i: int, n: int) -> list[float] | None:
 class RolloutRecorder:
     """Writes each RL step's recorded trajectories to ``run_dir/rollouts``; see the module docstring."""
 
-    def __init__(self, run_dir: str | Path, settings: RecordSettings):
+    def __init__(self, run_dir: str | Path, settings: RecordSettings, plan: dict[str, Any] | None = None):
         self.settings = settings
+        self.plan = dict(plan or {})
+        """Written to ``rollouts/plan.json`` with the first step recorded (see the module docstring)."""
         self.folder = Path(run_dir) / FOLDER
         self.bytes = (
             sum(p.stat().st_size for p in self.folder.glob("*.parquet")) if self.folder.exists() else 0
@@ -116,7 +116,8 @@ class RolloutRecorder:
                     "sample_index": int(t.sample_index),
                     "env_class": t.env_class,
                     "data_source": t.data_source,
-                    "task": json.dumps(_task_of(tasks.get(int(t.group_id))), default=str),
+                    "batch_size": len(trajectories),
+                    "task": json.dumps(tasks.get(int(t.group_id)) or {}, default=str),
                     "reward": float(t.reward),
                     "turn_rewards": [float(r) for r in t.turn_rewards],
                     "end": t.end,
@@ -132,6 +133,7 @@ class RolloutRecorder:
                     "advantages": _row_of(batch.advantages, i, n),
                     "policy_versions": [int(v) for v in t.policy_versions] if t.policy_versions else None,
                     "turn_spans": [[int(a), int(b)] for a, b in t.turn_spans],
+                    "actions": json.dumps(list(t.actions)),
                     "messages": json.dumps(t.messages, default=str),
                     "final_observations": json.dumps(t.final_observations, default=str),
                     "env_metrics": json.dumps(t.env_metrics, default=str),
@@ -143,6 +145,8 @@ class RolloutRecorder:
         if not rows:
             return {"record/trajectories": 0.0}
         self.folder.mkdir(parents=True, exist_ok=True)
+        if self.plan and not (self.folder / PLAN_FILE).exists():
+            (self.folder / PLAN_FILE).write_text(json.dumps(self.plan, indent=1) + "\n")
         path = self.folder / f"step_{step:06d}.parquet"
         tmp = path.with_suffix(".tmp")
         pq.write_table(pa.Table.from_pylist(rows), tmp, compression="zstd")
@@ -163,3 +167,9 @@ def read_rollouts(run_dir: str | Path) -> list[dict[str, Any]]:
                 row[key] = json.loads(row[key])
             rows.append(row)
     return rows
+
+
+def read_plan(run_dir: str | Path) -> dict[str, Any]:
+    """``rollouts/plan.json`` of a run ({} when it recorded nothing)."""
+    path = Path(run_dir) / FOLDER / PLAN_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}

@@ -165,6 +165,19 @@ def write_report(
         f"training prompts: {summary.get('train_prompts')}",
         f"peak memory: {summary.get('peak_rss_gb')} GiB",
     ]
+    cost = summary.get("cost") or {}
+    if cost:
+        per = (
+            f"; per solved trajectory {cost['cpu_s_per_solved']} CPU-s, {cost['env_s_per_solved']} env-s, "
+            f"{cost['model_tokens_per_solved']:.0f} generated tokens"
+            if cost.get("solved")
+            else ""
+        )
+        facts.append(
+            f"RL cost: {cost['cpu_s']} CPU-s, {cost['gpu_s']} GPU-s, {cost['env_s']} environment-s, "
+            f"{cost['model_tokens']:.0f} generated of {cost['tokens']:.0f} tokens, {cost['solved']:.0f} "
+            f"trajectories solved{per}"
+        )
     lines += [f"- {fact}" for fact in facts] + [""]
     lines.append(
         "Accuracies are percentages of questions answered correctly, ± one standard error of the mean"

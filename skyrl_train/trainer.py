@@ -24,6 +24,7 @@ import functools
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import torch
 
 from skyrl_train import checkpoint as ckpt
 from skyrl_train.config import Config, SamplingParams
+from skyrl_train.cost import CostTotals, cpu_seconds, step_cost
 from skyrl_train.data import Datasets, row_value
 from skyrl_train.evaluation import evaluate_rows, pass_at_k
 from skyrl_train.sampling import eval_sampling, rollout_sampling
@@ -170,6 +172,45 @@ def _peak_rss_gb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)  # KiB on Linux
 
 
+def update_on_batch(
+    parts: Any, batch: Any, groups: int, *, before_update: Callable[[Any], dict[str, float]] | None = None
+) -> dict[str, float]:
+    """The update of one RL step on ``batch`` (``groups`` prompts): the old, reference and critic values it
+    needs, the advantages, then the policy's and the critic's optimizer steps; returns their metrics.
+
+    ``parts`` holds ``cfg``, ``loop`` (a :class:`LoopPlan`), ``policy``, ``ref`` and ``critic`` (None when
+    unused) and ``on_policy`` (one update per batch: the old log-probs come from the training forward): the
+    :class:`Trainer`, or :func:`skyrl_train.replay.replay_training` rerunning a recorded step.
+    ``before_update(batch)`` runs once the advantages are in, before the weights change (the record)."""
+    from skyrl_train.algorithms import compute_batch_advantages
+
+    tr, loop = parts.cfg.trainer, parts.loop
+    if not parts.on_policy:
+        batch.old_log_probs = parts.policy.compute_log_probs(batch)
+    if parts.ref is not None:
+        batch.ref_log_probs = parts.ref.compute_log_probs(batch)
+    if parts.critic is not None:
+        batch.values = parts.critic.compute_values(batch)
+    metrics = {f"advantage/{k}": v for k, v in compute_batch_advantages(batch, tr.algorithm).items()}
+    policy_mini, critic_mini = loop.policy_mini_batch, loop.critic_mini_batch
+    if groups < tr.train_batch_size:  # dynamic sampling kept fewer groups than a full batch
+        from skyrl_train.dynamic_sampling import mini_batch_groups
+
+        n = loop.n_samples
+        policy_mini = n * mini_batch_groups(
+            groups, tr.policy_mini_batch_size, tr.train_batch_size // tr.policy_mini_batch_size
+        )
+        critic_mini = n * mini_batch_groups(
+            groups, tr.critic_mini_batch_size, tr.train_batch_size // tr.critic_mini_batch_size
+        )
+    if before_update is not None:
+        metrics.update(before_update(batch))
+    metrics.update(parts.policy.train_batch(batch, policy_mini, loop.update_epochs))
+    if parts.critic is not None:
+        metrics.update(parts.critic.train_batch(batch, critic_mini, loop.update_epochs))
+    return metrics
+
+
 class Trainer:
     """Runs a whole training job from a :class:`~skyrl_train.config.Config`; see the module docstring."""
 
@@ -215,6 +256,8 @@ class Trainer:
         self.recorder = RolloutRecorder(self.run_dir, RecordSettings.from_config(cfg))
         self._batches: Any = None
         """The training loop's pass over the data (dynamic sampling draws further batches from it)."""
+        self.costs = CostTotals()
+        """The RL steps' summed costs (``summary.json``'s ``cost``)."""
         self.eval_time_s = 0.0
         """Seconds spent evaluating so far: outside ``trainer.max_wall_time_s``."""
         self._rl_clock = (time.perf_counter(), 0.0)
@@ -223,9 +266,14 @@ class Trainer:
         self.total_steps = self.loop.total_steps
         self._policy_updates = self.total_steps * self.loop.updates_per_step
         # One update per batch: the old log-probs are the current ones, computed in the training forward.
-        self._on_policy = self.loop.updates_per_step == 1 and not tr.algorithm.use_kl_in_reward
+        self.on_policy = self.loop.updates_per_step == 1 and not tr.algorithm.use_kl_in_reward
         # Tracker steps: the warm-up's steps come first, then RL's (checkpoints count RL steps only).
         self.log_offset = self.loop.warmup_steps
+        self.recorder.plan = {
+            "log_offset": self.log_offset,
+            "policy_updates": self._policy_updates,
+            "on_policy": self.on_policy,
+        }
 
         self._build_parts(device)
 
@@ -236,7 +284,8 @@ class Trainer:
         if resume is not None:
             self._resume(resume)
             self.tracker.log({"resumed_from_step": float(self.step)}, step=self.log_offset + self.step)
-        cfg.to_yaml(self.run_dir / "config.yaml")
+        if not self.evaluate_only:  # an evaluation leaves the training run's config as it was
+            cfg.to_yaml(self.run_dir / "config.yaml")
 
     def _build_parts(self, device: str) -> None:
         """The workers, the engine and the runner (again after a lost worker): in this process or spawned
@@ -413,12 +462,11 @@ class Trainer:
         """One GRPO/PPO step on ``rows``; returns its metrics. With ``rollouts`` (a ``GeneratorOutput`` made
         already: the asynchronous mode) it trains on those and leaves the weight push to its caller; ``tasks``
         maps their group ids to their rows for the record (default: the ids this step gives ``rows``)."""
-        from skyrl_train.algorithms import compute_batch_advantages
         from skyrl_train.batch import TrainingBatch
 
         cfg, tr = self.cfg, self.cfg.trainer
         metrics: dict[str, float] = {}
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), cpu_seconds()
         params = rollout_sampling(cfg, self.step)
         group_offset = self.step * tr.train_batch_size
         if rollouts is None:
@@ -439,6 +487,7 @@ class Trainer:
                 metrics.update(
                     {"time/generate_s": time.perf_counter() - t0, "time/step_s": time.perf_counter() - t0}
                 )
+                metrics.update(self._cost(out.trajectories, t0, cpu0))
                 return metrics
         t1 = time.perf_counter()
         if rollouts is None:
@@ -448,37 +497,17 @@ class Trainer:
         if self._shares_policy and hasattr(self.engine, "reset_prefix_cache"):
             # the update makes every cached prefix stale: free them now, not after the update (up to 1.5 GB)
             self.engine.reset_prefix_cache()
-        if not self._on_policy:
-            batch.old_log_probs = self.policy.compute_log_probs(batch)
-        if self.ref is not None:
-            batch.ref_log_probs = self.ref.compute_log_probs(batch)
-        if self.critic is not None:
-            batch.values = self.critic.compute_values(batch)
-        metrics.update(
-            {f"advantage/{k}": v for k, v in compute_batch_advantages(batch, tr.algorithm).items()}
-        )
-        loop = self.loop
-        policy_mini, critic_mini = loop.policy_mini_batch, loop.critic_mini_batch
-        groups = len({t.group_id for t in out.trajectories})
-        if groups < tr.train_batch_size:  # dynamic sampling kept fewer groups than a full batch
-            from skyrl_train.dynamic_sampling import mini_batch_groups
-
-            n = self.loop.n_samples
-            policy_mini = n * mini_batch_groups(
-                groups, tr.policy_mini_batch_size, tr.train_batch_size // tr.policy_mini_batch_size
-            )
-            critic_mini = n * mini_batch_groups(
-                groups, tr.critic_mini_batch_size, tr.train_batch_size // tr.critic_mini_batch_size
-            )
-        trainer_log_probs = None
-        if batch.old_log_probs is None and self.recorder.wants_trainer_log_probs:
-            trainer_log_probs = self.policy.compute_log_probs(batch)  # for the record only
         if tasks is None:
             tasks = {group_offset + i: row for i, row in enumerate(rows)}
-        metrics.update(self.recorder.record(self.step + 1, out.trajectories, batch, tasks, trainer_log_probs))
-        metrics.update(self.policy.train_batch(batch, policy_mini, loop.update_epochs))
-        if self.critic is not None:
-            metrics.update(self.critic.train_batch(batch, critic_mini, loop.update_epochs))
+
+        def record(batch: Any) -> dict[str, float]:
+            trainer_log_probs = None
+            if batch.old_log_probs is None and self.recorder.wants_trainer_log_probs:
+                trainer_log_probs = self.policy.compute_log_probs(batch)  # for the record only
+            return self.recorder.record(self.step + 1, out.trajectories, batch, tasks, trainer_log_probs)
+
+        groups = len({t.group_id for t in out.trajectories})
+        metrics.update(update_on_batch(self, batch, groups, before_update=record))
         t2 = time.perf_counter()
         sync_s = self._sync_weights() if rollouts is None else 0.0
         metrics.update(
@@ -491,6 +520,20 @@ class Trainer:
                 "memory/peak_rss_gb": _peak_rss_gb(),
             }
         )
+        metrics.update(self._cost(out.trajectories, t0, cpu0))
+        return metrics
+
+    def _cost(self, trajectories: list[Any], t0: float, cpu0: float) -> dict[str, float]:
+        """The step's ``cost/*`` metrics (:mod:`skyrl_train.cost`), added to the run's totals."""
+        device = str(self.cfg.trainer.placement.device)
+        metrics = step_cost(
+            trajectories,
+            cpu_s=cpu_seconds() - cpu0,
+            wall_s=time.perf_counter() - t0,
+            gpus=torch.cuda.device_count() if device.startswith("cuda") else 0,
+            pass_threshold=getattr(self.generator, "pass_threshold", 1.0),
+        )
+        self.costs.add(metrics)
         return metrics
 
     def _sample_more(self, params: SamplingParams) -> Any:
@@ -678,6 +721,7 @@ class Trainer:
             "train_prompts_filtered": getattr(self.train_set, "num_filtered", 0),
             "eval_prompts": len(self.val_rows),
             "peak_rss_gb": _peak_rss_gb(),
+            "cost": self.costs.summary(),
             "evaluations": evals,
             "eval_time_s": round(self.eval_time_s, 1),
         }

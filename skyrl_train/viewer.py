@@ -3,7 +3,8 @@
 The page (``RUN/view.html`` by default) holds the run's metrics (``metrics.jsonl``) and its rollout record
 (:mod:`skyrl_train.record`) as JSON, and a script that shows:
 
-- the run's facts and learning curves (reward, loss, evaluation accuracy against the step);
+- the run's facts (its costs among them, :mod:`skyrl_train.cost`) and learning curves (reward, loss,
+  evaluation accuracy, CPU-seconds per step and per solved trajectory, against the step);
 - a table of the recorded trajectories, filtered by step, reward, end state, environment and length;
 - a trajectory: its chat messages (the model's turns, observations and tool results in place) and every
   response token coloured by the quantity chosen: the loss mask, the advantage, the gap between the sampler's
@@ -155,6 +156,7 @@ const facts = [["recorded trajectories", T.length], ["left out (over the page's 
   ["steps with metrics", D.metrics.length]];
 if (D.summary) for (const k of ["steps", "stopped_by", "wall_time_s", "rl_wall_time_s", "peak_rss_gb"])
   if (k in D.summary) facts.push([k, D.summary[k]]);
+if (D.summary && D.summary.cost) for (const [k, v] of Object.entries(D.summary.cost)) facts.push(["cost " + k, v]);
 for (const [k, v] of facts) $("facts").appendChild(el("span", {}, k + ": " + fmt(v)));
 
 function curve(key) {
@@ -180,7 +182,8 @@ function curve(key) {
   $("curves").appendChild(svg);
 }
 const keys = new Set(); for (const m of D.metrics) for (const k of Object.keys(m)) keys.add(k);
-for (const k of ["generate/reward_mean", "policy/loss", "policy/grad_norm", "warmup/nll", "eval/accuracy"])
+for (const k of ["generate/reward_mean", "policy/loss", "policy/grad_norm", "warmup/nll", "eval/accuracy",
+                 "cost/cpu_s", "cost/cpu_s_per_solved", "cost/model_tokens"])
   curve(k);
 for (const k of [...keys].filter(k => /^eval\/[^/]+\/accuracy$/.test(k)).sort()) curve(k);
 

@@ -58,6 +58,8 @@ EVAL = (
 CONFIG = "skyrl-train config sql_qwen7b_8gpu"
 EXPORT = "skyrl-train export runs/sql_cpu out/model"
 VIEW = "skyrl-train view runs/sql_cpu"
+REPLAY = "skyrl-train replay runs/sql_cpu"
+REPLAY_EPISODES = "skyrl-train replay runs/sql_cpu --episodes"
 ASYNC = (
     "skyrl-train train sql_cpu trainer.mode=async generator.engine_process=true "
     "trainer.fully_async.max_staleness_steps=1 trainer.algorithm.off_policy_correction.method=tis"
@@ -98,6 +100,9 @@ TINY = (
 
 TINY_NOTE = "+ " + " ".join(TINY)
 
+TWO_STEPS = ("trainer.max_steps=2", "trainer.ckpt_interval=1")
+"""The README's training run takes two tiny steps with a checkpoint after each: replay reruns the second."""
+
 TABLE: dict[str, Run | NotRun] = {
     MAKE_MAIN: Run(
         "test_make_main_is_the_train_command",
@@ -105,7 +110,7 @@ TABLE: dict[str, Run | NotRun] = {
         "(the whole job takes ~35 min)",
     ),
     "make test": NotRun("make test is what runs this suite"),
-    TRAIN: Run("test_train", f"{TINY_NOTE} (in workdir: runs/sql_cpu lands there)"),
+    TRAIN: Run("test_train", f"{TINY_NOTE} {' '.join(TWO_STEPS)} (in workdir: runs/sql_cpu lands there)"),
     EVAL: Run(
         "test_eval_prints_pass_at_k",
         "+ generator.eval_sampling_params.max_generate_length=16; the tiny data's heldout (2 rows); the recipe's "
@@ -114,6 +119,8 @@ TABLE: dict[str, Run | NotRun] = {
     CONFIG: Run("test_config_prints_the_recipe"),
     EXPORT: Run("test_export_writes_a_model_transformers_loads", "as written, in workdir after test_train"),
     VIEW: Run("test_view_writes_the_runs_page", "as written, in workdir after test_train"),
+    REPLAY: Run("test_replay_reruns_the_last_step", "as written, in workdir after test_train"),
+    REPLAY_EPISODES: Run("test_replay_replays_the_episodes", "as written, in workdir after test_train"),
     "ray start --head --port=6379": NotRun(
         "stopping it takes `ray stop`, which stops every Ray node on the machine; tests/train/test_ray_cluster.py "
         "starts a cluster with both ray start commands (a free port) and trains a step across it"
@@ -257,15 +264,16 @@ def test_make_main_is_the_train_command():
 @pytest.fixture(scope="module")
 def sql_run(workdir) -> str:
     """The README's training command with one tiny step, run in workdir; its stdout."""
-    return run([*readme(TRAIN), *TINY], workdir, timeout=600)  # about a minute on 2 cores
+    return run([*readme(TRAIN), *TINY, *TWO_STEPS], workdir, timeout=600)  # about two minutes on 2 cores
 
 
 @pytest.mark.slow
 def test_train(sql_run, workdir):
     assert "run folder: runs/sql_cpu" in sql_run
     found = summary(workdir / "runs/sql_cpu")
-    assert found["steps"] == 1 and found["stopped_by"] == "max_steps"
+    assert found["steps"] == 2 and found["stopped_by"] == "max_steps"
     assert (workdir / "runs/sql_cpu/checkpoints/step_1/policy").is_dir()
+    assert (workdir / "runs/sql_cpu/checkpoints/step_2/policy").is_dir()
     assert (workdir / "runs/sql_cpu/metrics.jsonl").read_text().strip()
 
 
@@ -274,7 +282,7 @@ def test_eval_prints_pass_at_k(sql_run, workdir):
     change = ["generator.eval_sampling_params.max_generate_length=16"]
     out = run([*readme(EVAL), *change], workdir, timeout=300)  # 2 questions x 8 samples: seconds
     printed = json.loads(out[out.index("{") :])
-    assert printed["step"] == 1  # the last checkpoint's
+    assert printed["step"] == 2  # the last checkpoint's
     for k in (1, 8):
         assert 0.0 <= printed[f"eval/pass@{k}"] <= 1.0, printed
 
@@ -298,6 +306,20 @@ def test_view_writes_the_runs_page(sql_run, workdir):
     assert out.strip() == "runs/sql_cpu/view.html" and page.is_file()
     recorded = sorted((workdir / "runs/sql_cpu/rollouts").glob("step_*.parquet"))
     assert recorded and '"env_class": "text2sql"' in page.read_text()
+
+
+@pytest.mark.slow
+def test_replay_reruns_the_last_step(sql_run, workdir):
+    out = run(readme(REPLAY), workdir, timeout=300)
+    assert "from the checkpoint after step 1:" in out and "bitwise equal" in out
+    assert "weights after step 2: equal" in out
+
+
+@pytest.mark.slow
+def test_replay_replays_the_episodes(sql_run, workdir):
+    out = run(readme(REPLAY_EPISODES), workdir, timeout=300)
+    found = re.search(r"(\d+) episodes: (\d+) same, 0 diverged", out)
+    assert found and int(found.group(2)) > 0, out  # an episode that ended in error is skipped, not replayed
 
 
 def test_config_prints_the_recipe(tmp_path):

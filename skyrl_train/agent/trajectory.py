@@ -402,6 +402,7 @@ class Trajectory:
                 break
             action, content = self._append_model_turn(output)
             messages.append({"role": "assistant", "content": content})
+            trajectory.actions.append(action)
             trajectory.num_turns += 1
 
             started = time.monotonic()

@@ -310,7 +310,8 @@ class FullyAsyncConfig(Section):
 
 class RecordConfig(Section):
     """The token-level record of each RL step's rollouts in ``run_dir/rollouts`` (see
-    :mod:`skyrl_train.record`; ``skyrl-train view RUN`` shows it)."""
+    :mod:`skyrl_train.record`; ``skyrl-train view RUN`` shows it, ``skyrl-train replay RUN`` reruns its updates
+    from a checkpoint and its episodes against the environments)."""
 
     enabled: bool = True
     """Record the rollouts each RL step trains on."""

@@ -79,6 +79,9 @@ class TrajectoryResult:
     messages: list[dict[str, str]] = dataclasses.field(default_factory=list)
     """The visible conversation the tokens encode: prompt, then each assistant turn and the observations
     that followed it (observations that came with the end of the episode are not part of it)."""
+    actions: list[str] = dataclasses.field(default_factory=list)
+    """The text each model turn gave ``env.step`` (its message without an end-of-sequence token the template
+    does not end turns with): what a replay of the episode steps the environment with."""
     final_observations: list[dict[str, str]] = dataclasses.field(default_factory=list)
     """The observations of the episode's last step (its end, or the step after which a budget ended it): no
     model turn followed them, so they are not in ``messages`` nor in the tokens."""

@@ -1,20 +1,26 @@
-"""The rollout record of a real run (tiny random model, the real text2sql environment) and its page, opened in
-a real headless browser (Debian's chromium, which ``make test`` installs)."""
+"""The rollout record of a real run (tiny random model, the real text2sql environment), its page opened in a
+real headless browser (Debian's chromium, which ``make test`` installs), and its replays: the update rerun
+from a checkpoint, and the episodes played again against the environment."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 
 import pytest
 
-from skyrl_train.record import RecordSettings, RolloutRecorder, _chosen, read_rollouts
+from skyrl_train.record import FOLDER, RecordSettings, RolloutRecorder, _chosen, read_rollouts
+from skyrl_train.replay import RecordedEnv, replay_episodes, replay_training
 from skyrl_train.trainer import Trainer
 from skyrl_train.viewer import build_view
 from tests.train.test_trainer import _config, sql_files  # noqa: F401  (the module's data fixture)
 
 QUIET = [
+    # an entropy bonus: the random model earns no reward, and the bonus still gives each update a gradient
+    "trainer.algorithm.use_entropy_loss=true",
+    "trainer.algorithm.entropy_loss_coef=0.1",
     "trainer.sft_warmup.steps=0",
     "trainer.eval_before_train=false",
     "data.val_data=[]",
@@ -50,6 +56,23 @@ def test_every_trained_trajectory_is_recorded_token_by_token(run_dir):
         assert row["messages"][0]["role"] in ("system", "user") and row["end"] in ("terminated", "truncated")
     metrics = [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if "record/" in line]
     assert len(metrics) == 2 and '"record/trajectories": 4.0' in metrics[0]
+
+
+def test_each_step_reports_what_it_cost(run_dir):
+    rows = read_rollouts(run_dir)
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in steps if "cost/cpu_s" in m]
+    assert len(steps) == 2
+    for step, metrics in enumerate(steps, start=1):
+        recorded = [r for r in rows if r["step"] == step]
+        assert metrics["cost/tokens"] == sum(len(r["prompt_ids"]) + len(r["response_ids"]) for r in recorded)
+        assert metrics["cost/model_tokens"] == sum(sum(r["loss_mask"]) for r in recorded)
+        assert metrics["cost/solved"] == sum(r["reward"] >= 1.0 for r in recorded)
+        assert metrics["cost/cpu_s"] > 0 and metrics["cost/env_s"] > 0 and metrics["cost/gpu_s"] == 0.0
+        assert ("cost/cpu_s_per_solved" in metrics) == (metrics["cost/solved"] > 0)
+    total = json.loads((run_dir / "summary.json").read_text())["cost"]
+    assert total["cpu_s"] == round(sum(m["cost/cpu_s"] for m in steps), 2)
+    assert total["solved"] == sum(m["cost/solved"] for m in steps)
 
 
 def test_sampling_is_stable_and_the_budget_stops_recording(tmp_path):
@@ -88,6 +111,7 @@ def test_the_page_shows_the_run_in_a_real_browser(run_dir, tmp_path):
     assert ">Trajectory 5<" in dom
     assert len(re.findall(r'class="tok"', dom)) == len(rows[5]["response_ids"])
     assert 'data-key="generate/reward_mean"' in dom and 'data-key="policy/loss"' in dom
+    assert 'data-key="cost/cpu_s"' in dom and "cost cpu_s: " in dom
     shot = tmp_path / "view.png"
     _browser(f"--screenshot={shot}", "--window-size=1280,1600", f"file://{tmp_path / 'view.html'}#traj=5")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -97,3 +121,97 @@ def test_a_run_without_a_record_still_has_a_page(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "generate/reward_mean": 0.5}\n')
     page = build_view(tmp_path)
     assert '"trajectories": []' in page and "generate/reward_mean" in page
+
+
+# ------------------------------------------------------------------------------------------------ replays
+def _tampered(run_dir, tmp_path, step: int, index: int, change) -> object:
+    """A copy of the run whose recorded trajectory ``index`` of ``step`` went through ``change(row)``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "tampered"
+    shutil.copytree(run_dir, copy)
+    path = copy / FOLDER / f"step_{step:06d}.parquet"
+    rows = pq.read_table(path).to_pylist()
+    change(rows[index])
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return copy
+
+
+def test_replay_reruns_the_recorded_update_bit_for_bit(run_dir, capsys):
+    from skyrl_train.cli import main
+
+    result = replay_training(run_dir)
+    assert result.checkpoint_step == 1 and [s.step for s in result.steps] == [2]
+    (step,) = result.steps
+    assert {"policy/loss", "policy/grad_norm", "policy/entropy", "advantage/advantage_mean"} <= set(
+        step.metrics
+    )
+    assert step.advantages_equal and all(a == b for a, b in step.metrics.values()), step.metrics
+    assert step.metrics["policy/loss"][0] != 0.0  # a real update was replayed
+    assert result.weights == "equal" and result.equal
+    assert main(["replay", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "step 2: policy/loss recorded" in out and "bitwise equal" in out and "after step 2: equal" in out
+
+
+def test_replay_notices_a_changed_token(run_dir, tmp_path):
+    def change(row):
+        k = row["loss_mask"].index(1)
+        row["response_ids"][k] = (row["response_ids"][k] + 1) % 100
+
+    result = replay_training(_tampered(run_dir, tmp_path, 2, 0, change))
+    (step,) = result.steps
+    differing = {k for k, (a, b) in step.metrics.items() if a != b}
+    assert not result.equal and {"policy/nll", "policy/grad_norm"} <= differing and result.weights == "differ"
+
+
+def test_replay_refuses_a_run_it_cannot_rerun(run_dir, tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint after step 7"):
+        replay_training(run_dir, from_step=7)
+    partial = _tampered(run_dir, tmp_path, 2, 0, lambda row: None)
+    (partial / FOLDER / "step_000002.parquet").unlink()
+    with pytest.raises(ValueError, match="no checkpoint of .* is followed by a recorded step"):
+        replay_training(partial)
+
+
+def test_the_episodes_replay_the_same_against_the_environment(run_dir, tmp_path, capsys):
+    from skyrl_train.cli import main
+
+    replays = replay_episodes(run_dir)
+    assert len(replays) == 8 and all(r.status == "same" for r in replays), replays
+    assert main(["replay", str(run_dir), "--episodes"]) == 0
+    assert "8 episodes: 8 same, 0 diverged, 0 skipped" in capsys.readouterr().out
+
+    def change(row):
+        rewards = row["turn_rewards"]
+        rewards[-1] += 0.5
+
+    rows = read_rollouts(run_dir)
+    changed = _tampered(run_dir, tmp_path, 1, 3, change)
+    replays = replay_episodes(changed)
+    diverged = [r for r in replays if r.status != "same"]
+    assert [(r.step, r.index, r.turn) for r in diverged] == [(1, 3, rows[3]["num_turns"] - 1)]
+    assert "the reward" in diverged[0].detail
+    assert main(["replay", str(changed), "--episodes"]) == 1
+
+
+def test_a_recorded_episode_answers_while_the_actions_match(run_dir):
+    row = read_rollouts(run_dir)[0]
+    env = RecordedEnv(row)
+    prompt, _ = env.init()
+    assert prompt == row["messages"][: len(prompt)] and prompt[-1]["role"] != "assistant"
+    rewards, seen = [], list(prompt)
+    for action in row["actions"]:
+        out = env.step(action)
+        rewards.append(out["reward"])
+        seen += [{"role": "assistant"}, *out["observations"]]
+    assert rewards == row["turn_rewards"] and env.diverged_at is None
+    assert out["done"] == (row["end"] == "terminated" or row["truncated_by"] not in ("generator.max_turns",))
+    assert len(seen) == len(row["messages"]) + len(row["final_observations"])
+
+    env.init()
+    out = env.step(row["actions"][0] + " -- something else")
+    assert out["done"] and out["reward"] == 0.0 and env.diverged_at == 0
+    assert out["metadata"]["truncated_by"] == "replay.diverged"
+    json.dumps(out)  # a plain step output
