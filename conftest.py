@@ -5,9 +5,14 @@
 - under ``CI=true`` a skipped test is a failure: CI installs every part the tests need (databases, the
   embedded model, PyTorch), so a skip there means a part is missing. Only tests marked ``gpu`` (they need a
   CUDA GPU; CI never has one) may skip; a skip's reason does not exempt it. An expected failure (``xfail``)
-  is a failure there too: a path known to be broken is not a passing test.
+  is a failure there too: a path known to be broken is not a passing test;
+- a handler a test leaves on the root logger that writes to a file or a stream (a library configuring
+  logging for its run, as tinker-cookbook's recipes do) is removed when the test ends: its file lies in the
+  test's tmp_path, which is deleted when the test passes, and a later reopening (after another library's
+  ``dictConfig`` closed it) raised FileNotFoundError in whatever test logged next.
 """
 
+import logging
 import os
 
 import pytest
@@ -47,3 +52,18 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _fail_skip(outcome.get_result())
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_left_as_found():
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in root.handlers[:]:
+        # pytest's own capture handlers are subclasses, and are left to pytest
+        if handler not in before and (
+            isinstance(handler, logging.FileHandler) or type(handler) is logging.StreamHandler
+        ):
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
