@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from skyrl_train.tracking import read_metrics
+
 
 def run(model: str | None, steps: int, run_dir: Path, record: bool) -> dict[str, float]:
     overrides = [
@@ -41,7 +43,7 @@ def run(model: str | None, steps: int, run_dir: Path, record: bool) -> dict[str,
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [sys.executable, "-m", "skyrl_train.cli", "train", "sql_cpu", *overrides]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    rows = read_metrics(run_dir / "metrics.jsonl")
     rl = [r for r in rows if "time/step_s" in r]
     summary = json.loads((run_dir / "summary.json").read_text())
     folder = run_dir / "rollouts"

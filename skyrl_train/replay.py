@@ -70,7 +70,7 @@ class TrainingReplay:
     """The replay started from the checkpoint written after this step."""
     steps: list[StepReplay]
     weights: str
-    """``"equal"``, how they differ, or why they were not compared."""
+    """``"equal"``, ``"differ"``, or why they were not compared."""
 
     @property
     def equal(self) -> bool:
@@ -109,13 +109,13 @@ def _trajectory(row: Mapping[str, Any]) -> SimpleNamespace:
 
 
 def _logged_metrics(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """``metrics.jsonl`` by tracker step (entries of one step merged)."""
+    from skyrl_train.tracking import read_metrics
+
     logged: dict[int, dict[str, Any]] = {}
     path = run_dir / "metrics.jsonl"
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                entry = json.loads(line)
-                logged.setdefault(int(entry["step"]), {}).update(entry)
+    for entry in read_metrics(path) if path.is_file() else []:
+        logged.setdefault(int(entry["step"]), {}).update(entry)
     return logged
 
 
