@@ -19,6 +19,11 @@ Three parts, the trainer's own objects underneath:
   (``TrajectoryResult.policy_versions``); the loss can correct for the older ones with the engine's
   behaviour log-probs (``trainer.algorithm.off_policy_correction``, :mod:`skyrl_train.algorithms.off_policy`).
 
+With ``trainer.fully_async.ordered`` the ordering is fixed, for reproducible runs: step ``s`` takes the groups
+of its own prompts in prompt order, and before a push the loop waits (:meth:`RolloutProducer.settle`) until
+every group started under the version being replaced has finished, so each group is generated whole under
+version ``max(0, s - K)`` and no push lands in flight.
+
 The overlap is real on a CPU when the hf engine runs in its own process (``generator.engine_process=true``);
 with the engine in this process its decode thread shares the interpreter with the trainer (torch releases the
 GIL in its kernels, so they still overlap in part). The vLLM path is not wired for this mode.
@@ -63,6 +68,9 @@ class AsyncPlan:
     """Groups generated at once (``num_parallel_generation_workers``, default ``train_batch_size``)."""
     n_samples: int
     """Trajectories per group (``generator.n_samples_per_prompt``)."""
+    ordered: bool = False
+    """The reproducible ordering (``trainer.fully_async.ordered``): each step takes its own prompts' groups
+    in prompt order, and a push waits for the groups of the version it replaces (:meth:`RolloutProducer.settle`)."""
 
     @classmethod
     def from_config(cls, config: Any) -> AsyncPlan:
@@ -73,6 +81,7 @@ class AsyncPlan:
             max_staleness=fa.max_staleness_steps,
             parallel_groups=fa.num_parallel_generation_workers or tr.train_batch_size,
             n_samples=config.generator.n_samples_per_prompt,
+            ordered=fa.ordered,
         )
 
 
@@ -157,6 +166,8 @@ class RolloutProducer:
         self._lock = threading.Condition()
         self._ready: collections.deque[Group] = collections.deque()
         self._running = 0
+        self._running_indices: set[int] = set()
+        self._next_take = int(first_index)  # the ordered mode's next group for the trainer
         self._accepted = 0  # finished groups, consumed or waiting (dropped ones given back)
         self._finished = False
         self._stopping = False
@@ -212,14 +223,14 @@ class RolloutProducer:
         try:
             with self._lock:
                 while len(taken) < count:
-                    while not self._ready and not self._finished and self._error is None:
+                    while not self._has_next() and not self._finished and self._error is None:
                         self._lock.wait(1.0)
                     if self._error is not None:
                         raise RuntimeError("the rollout producer failed") from self._error
-                    if not self._ready:
+                    if not self._has_next():
                         self.stats.groups_unused += len(taken)
                         return None
-                    group = self._ready.popleft()
+                    group = self._pop_next()
                     if self._version - group.oldest_version > self.plan.max_staleness:
                         self.stats.groups_dropped_stale += 1
                         self._accepted -= 1  # its capacity goes to a fresh group
@@ -230,6 +241,34 @@ class RolloutProducer:
             return taken
         finally:
             self.stats.trainer_wait_s += time.perf_counter() - started
+
+    def _has_next(self) -> bool:
+        """Whether the group the trainer takes next has finished (any group, in the default mode)."""
+        if not self.plan.ordered:
+            return bool(self._ready)
+        return any(g.index == self._next_take for g in self._ready)
+
+    def _pop_next(self) -> Group:
+        """The next group for the trainer: the first to finish, or in the ordered mode the next by index."""
+        if not self.plan.ordered:
+            return self._ready.popleft()
+        group = next(g for g in self._ready if g.index == self._next_take)
+        self._ready.remove(group)
+        self._next_take += 1
+        return group
+
+    def settle(self, below: int, timeout_s: float | None = None) -> None:
+        """Block until every group with an index below ``below`` has finished (or the prompts ran out, or the
+        producer failed or stopped): the ordered mode's wait before a push, so that no group generated under
+        the version being replaced sees the new weights. Raises ``TimeoutError`` past ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            while not (self._finished or self._stopping or self._error is not None):
+                if self._next_index >= below and not any(i < below for i in self._running_indices):
+                    return
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"groups below {below} did not finish within {timeout_s:.0f} s")
+                self._lock.wait(1.0)
 
     def stop(self, timeout_s: float = 120.0) -> None:
         """Cancel the groups in flight, end the thread and count the finished groups left over."""
@@ -289,6 +328,7 @@ class RolloutProducer:
                     index = self._next_index
                     self._next_index += 1
                     self._running += 1
+                    self._running_indices.add(index)
                     self.stats.groups_started += 1
                     version = self._version
                 task = asyncio.create_task(self._generate(index, row, version))
@@ -333,6 +373,7 @@ class RolloutProducer:
             # the runner turns a trajectory's failure into an error trajectory: this is the runner failing
             with self._lock:
                 self._running -= 1
+                self._running_indices.discard(index)
                 if not isinstance(error, asyncio.CancelledError):
                     self._error = error
                 self._lock.notify_all()
@@ -340,6 +381,7 @@ class RolloutProducer:
             raise
         with self._lock:
             self._running -= 1
+            self._running_indices.discard(index)
             self._accepted += 1
             self.stats.groups_finished += 1
             self._ready.append(Group(index, row, output, version))
@@ -434,6 +476,11 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]]) -> str:
             metrics = trainer.train_step(
                 [dict(g.row) for g in groups], rollouts=rollouts, tasks={g.index: dict(g.row) for g in groups}
             )
+            if plan.ordered:
+                # the groups of the steps up to K ahead were started under the version this push replaces:
+                # they finish under it (the last steps' pushes wait only for groups a step will take)
+                ahead = min(trainer.step + 1 + plan.max_staleness, trainer.total_steps)
+                producer.settle(ahead * plan.groups_per_step)
             held, push_s = push_weights_in_flight(trainer)
             producer.stats.pushes += 1
             producer.stats.inflight_pushes += held > 0
@@ -452,7 +499,8 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]]) -> str:
                 }
             )
             trainer.step += 1
-            metrics["train/epoch"] = float(trainer.iterator.state_dict().get("epoch", 0))
+            # the epoch of this step's prompts (the producer's iterator runs ahead of the trainer)
+            metrics["train/epoch"] = float((trainer.step - 1) // max(1, trainer.iterator.batches_per_epoch))
             if loop.evaluates_after(trainer.step):
                 result = trainer.evaluate()
                 metrics.update(result)

@@ -306,6 +306,14 @@ class FullyAsyncConfig(Section):
     started (capacity control) or, when it still ends up that stale, dropped; 0 behaves like sync training."""
     num_parallel_generation_workers: int | None = Field(None, ge=1)
     """Groups (prompts x n_samples_per_prompt trajectories) generated at once; null: train_batch_size."""
+    ordered: bool = False
+    """A reproducible ordering: step s trains on the groups of its own prompts (s x train_batch_size onwards),
+    in prompt order, each generated whole under policy version max(0, s - K); a weight push waits until the
+    groups generated under the version it replaces have finished, instead of landing in flight. Generation
+    still overlaps training by up to K steps. With the hf engine's one-sequence decoding and no prefix cache
+    (``generator.max_num_seqs=1``, ``generator.enable_prefix_caching=false``) two runs are the same byte for
+    byte. false: groups are taken in the order they finish and pushes land at token boundaries (faster; the
+    order depends on timing, and the record keeps it: each token's policy version, each step's groups)."""
 
 
 class RecordConfig(Section):

@@ -143,6 +143,29 @@ def test_an_async_run_with_the_engine_in_process_trains_within_the_staleness_bou
     assert _no_producer_thread() and not producer.alive
 
 
+def test_the_updates_of_an_async_run_replay_from_its_record(tiny_model, sql_files, tmp_path):
+    """Groups taken in the order they finish, pushes in flight: the record keeps what each step trained on
+    (its groups, each token's version and behaviour log-prob), so the step after a checkpoint reruns to the
+    same losses and weights."""
+    from skyrl_train.replay import replay_training
+
+    run_dir = tmp_path / "run"
+    config = _config(
+        tiny_model,
+        sql_files,
+        run_dir,
+        "trainer.max_steps=2",
+        "trainer.ckpt_interval=1",
+        "trainer.fully_async.max_staleness_steps=1",
+        "trainer.algorithm.off_policy_correction.method=tis",
+    )
+    with Trainer(config) as trainer:
+        trainer.fit()
+    replay = replay_training(run_dir, from_step=1)
+    assert [s.step for s in replay.steps] == [2] and "policy/loss" in replay.steps[0].metrics
+    assert replay.equal and replay.weights == "equal", replay
+
+
 def test_staleness_zero_holds_generation_back_until_each_push(tiny_model, sql_files, tmp_path):
     run_dir = tmp_path / "run"
     config = _config(

@@ -102,6 +102,7 @@ CONTEXT: dict[str, list[str]] = {
     ],
     "trainer.fully_async.max_staleness_steps": ["trainer.mode=async"],
     "trainer.fully_async.num_parallel_generation_workers": ["trainer.mode=async"],
+    "trainer.fully_async.ordered": ["trainer.mode=async"],
     "trainer.bf16": ["trainer.placement.backend=cuda"],
     "trainer.resume_path": ["trainer.resume_mode=from_path", "trainer.resume_path=/checkpoints/a"],
     "generator.backend": [

@@ -1,18 +1,20 @@
-"""Two runs with the same seed, config and data are the same run: a synchronous multi-turn run on the CPU with
-real environments (text2sql on its database, python in the bubblewrap sandbox) gives the same tokens,
-sampler log-probs, rewards, advantages, losses and weights, compared byte for byte, when the hf engine
-decodes one sequence at a time without its prefix cache (``generator.max_num_seqs=1``,
-``generator.enable_prefix_caching=false``).
+"""Two runs with the same seed, config and data are the same run: a multi-turn run on the CPU with real
+environments (text2sql on its database, python in the bubblewrap sandbox) gives the same tokens, sampler
+log-probs, rewards, advantages, losses and weights, compared byte for byte, when the hf engine decodes one
+sequence at a time without its prefix cache (``generator.max_num_seqs=1``,
+``generator.enable_prefix_caching=false``): in the synchronous mode, and in the asynchronous mode with its
+ordering fixed (``trainer.fully_async.ordered``), whose recorded steps then replay from a checkpoint.
 
-What is left out of the comparison is what measures the machine, not the run: timings (``time/``,
-``generate/*_s*``, the record's ``generate_s``/``env_s``), memory, CPU- and environment-seconds, and the
-record's file size (its timing columns differ).
+What is left out of the comparison is what measures the machine, not the run: seconds (``time/``, any key
+with ``_s`` at its end or before ``_mean``, the record's ``generate_s``/``env_s``), memory, CPU- and environment-seconds, the record's
+file size (its timing columns differ), and how far the asynchronous producer got ahead when a step is logged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -32,21 +34,25 @@ MACHINE_METRICS = (
     "sync/",
     "dispatch/",
 )
-MACHINE_METRICS_EXACT = (
-    "generate/wall_s",
-    "generate/tokens_per_s",
-    "generate/engine_s_mean",
-    "generate/env_s_mean",
-    "warmup/elapsed_s",
-)
 MACHINE_COLUMNS = ("generate_s", "env_s")
+ASYNC_PROGRESS = (
+    "async/groups_started",
+    "async/groups_finished",
+    "async/buffered_groups",
+    "async/held_back_events",
+)
+"""The asynchronous producer's progress when a step is logged: how far generation got meanwhile is the
+machine's speed (the groups a step trains on are fixed by the ordered mode; these count the ones ahead)."""
 
 
 def _of_the_run(metrics: dict) -> dict:
     return {
         k: v
         for k, v in metrics.items()
-        if not k.startswith(MACHINE_METRICS) and k not in MACHINE_METRICS_EXACT and "elapsed" not in k
+        if not k.startswith(MACHINE_METRICS)
+        and k not in ASYNC_PROGRESS
+        and not re.search(r"_s(_|$)", k)  # seconds (and their means), rates per second
+        and "elapsed" not in k
     }
 
 
@@ -60,7 +66,7 @@ def mixed_data(sql_files, tmp_path_factory):  # noqa: F811
     return out
 
 
-def _run(tiny_model, sql_files, data, run_dir):  # noqa: F811
+def _run(tiny_model, sql_files, data, run_dir, *overrides):  # noqa: F811
     config = _config(
         tiny_model,
         sql_files,
@@ -80,6 +86,7 @@ def _run(tiny_model, sql_files, data, run_dir):  # noqa: F811
         # (with either on, the tokens were the same here but some log-probs differed in the last bits)
         "generator.max_num_seqs=1",
         "generator.enable_prefix_caching=false",
+        *overrides,
     )
     with Trainer(config) as trainer:
         trainer.fit()
@@ -101,3 +108,59 @@ def test_the_same_seed_gives_the_same_run_byte_for_byte(tiny_model, sql_files, m
     assert rollouts == second[1]
     assert metrics == second[0]
     assert weights == second[2]
+
+
+ASYNC_ORDERED = (
+    "trainer.mode=async",
+    "trainer.fully_async.ordered=true",
+    "trainer.fully_async.max_staleness_steps=1",
+    "trainer.fully_async.num_parallel_generation_workers=2",
+    "trainer.algorithm.off_policy_correction.method=tis",
+    "trainer.max_steps=3",
+    "trainer.epochs=2",  # the eight rows make two batches an epoch
+)
+
+
+def test_the_async_mode_with_its_ordering_fixed_is_the_same_run_byte_for_byte(
+    tiny_model,
+    sql_files,  # noqa: F811
+    mixed_data,
+    tmp_path,
+):
+    """The asynchronous mode with ``trainer.fully_async.ordered``: generation runs a step ahead of the trainer
+    (each step but the first trains on groups a previous policy made), and two runs are still the same; the
+    recorded ordering replays: ``replay_training`` reruns step 3 from checkpoint 2 to the same losses and
+    weights."""
+    from skyrl_train.replay import replay_training
+
+    first = _run(tiny_model, sql_files, mixed_data, tmp_path / "first", *ASYNC_ORDERED)
+    second = _run(tiny_model, sql_files, mixed_data, tmp_path / "second", *ASYNC_ORDERED)
+    metrics, rollouts, weights = first
+    steps = [m for m in metrics if "async/policy_version" in m]
+    assert len(steps) == 3
+    # the overlap is real: steps 2 and 3 trained on groups generated one version behind the policy
+    assert [m["async/staleness_max"] for m in steps] == [0.0, 1.0, 1.0]
+    assert {r["env_class"] for r in rollouts} == {"text2sql", "python"} and len(rollouts) == 24
+
+    # each step took its own prompts' groups, in prompt order, each made whole by one policy version: the
+    # first version for steps 1 and 2, the next for step 3
+    def versions(rows):  # of the model's tokens (an observation's tokens have none: -1)
+        return {v for r in rows for v in r["policy_versions"] or () if v >= 0}
+
+    base = min(versions(rollouts))
+    for step, version in ((1, base), (2, base), (3, base + 1)):
+        rows = [r for r in rollouts if r["step"] == step]
+        assert [r["group_id"] for r in rows] == [g for g in range(4 * (step - 1), 4 * step) for _ in (0, 1)]
+        assert versions(rows) == {version}
+    assert rollouts == second[1]
+    differ = {
+        k
+        for a, b in zip(metrics, second[0], strict=True)
+        for k in a.keys() | b.keys()
+        if a.get(k) != b.get(k)
+    }
+    assert not differ, differ
+    assert weights == second[2]
+
+    replay = replay_training(tmp_path / "first", from_step=2)
+    assert [s.step for s in replay.steps] == [3] and replay.equal and replay.weights == "equal", replay
