@@ -142,9 +142,11 @@ class Env(Generic[ObsType, ActType]):
         It shows the protocol's longer shape where there is one (run a tool, read the observation, then
         answer); it depends only on the task, not on the observations. An action may be a :class:`Misstep`, a
         mistake the next actions recover from, which a warm-up plays but does not imitate. The default is the
-        single :meth:`reference_action`.
+        single :meth:`reference_action` (or its steps, when it is a list of them).
         """
         action = self.reference_action()
+        if isinstance(action, list | tuple):  # a reference action of several steps is already an episode
+            return list(action)
         return None if action is None else [action]
 
     def workspace(self) -> Any:

@@ -35,7 +35,7 @@ def reference_episodes(
 ) -> list[list[str] | None]:
     """The actions to play for each row: its environment's ``reference_episode()`` for the rows drawn into
     ``episode_fraction`` (seeded by ``seed``, one draw per row in order), its ``[reference_action()]`` for
-    the others; ``None`` for a row whose environment knows no reference (or whose actions are not text).
+    the others (a ``reference_action()`` that is a list of steps is played as it is); ``None`` for a row whose environment knows no reference (or whose actions are not text).
 
     Each environment is made from the row as a rollout makes it (``generator.make_env``), started with the
     row's prompt, asked, and closed.
@@ -51,7 +51,10 @@ def reference_episodes(
                 actions = env.reference_episode()
             else:
                 action = env.reference_action()
-                actions = None if action is None else [action]
+                # a list is a reference played over several steps (the terminal's commands, then submit)
+                actions = (
+                    None if action is None else list(action) if isinstance(action, list | tuple) else [action]
+                )
         finally:
             env.close()
         if not actions or not all(isinstance(a, str) for a in actions):

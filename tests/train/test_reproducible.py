@@ -3,7 +3,9 @@ environments (text2sql on its database, python in the bubblewrap sandbox) gives 
 log-probs, rewards, advantages, losses and weights, compared byte for byte, when the hf engine decodes one
 sequence at a time without its prefix cache (``generator.max_num_seqs=1``,
 ``generator.enable_prefix_caching=false``): in the synchronous mode, and in the asynchronous mode with its
-ordering fixed (``trainer.fully_async.ordered``), whose recorded steps then replay from a checkpoint.
+ordering fixed (``trainer.fully_async.ordered``), whose recorded steps then replay from a checkpoint; and with
+the terminal environment's Docker containers, with its command timings off (``timings=false``: a command's
+duration in the observation is the clock).
 
 What is left out of the comparison is what measures the machine, not the run: seconds (``time/``, any key
 with ``_s`` at its end or before ``_mean``, the record's ``generate_s``/``env_s``), memory, CPU- and environment-seconds, the record's
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +25,10 @@ from skyrl_gym.envs.python.tasks import build_rows as python_rows
 from skyrl_train.checkpoint import export_model
 from skyrl_train.record import read_rollouts
 from skyrl_train.trainer import Trainer
+from tests.docker.conftest import docker_engine  # noqa: F401  (the Docker engine with the images, or a skip)
 from tests.train.test_trainer import _config, sql_files  # noqa: F401  (the module's data fixture)
 
+REPO = Path(__file__).resolve().parents[2]
 MACHINE_METRICS = (
     "time",
     "memory/",
@@ -164,3 +169,48 @@ def test_the_async_mode_with_its_ordering_fixed_is_the_same_run_byte_for_byte(
 
     replay = replay_training(tmp_path / "first", from_step=2)
     assert [s.step for s in replay.steps] == [3] and replay.equal and replay.weights == "equal", replay
+
+
+@pytest.mark.docker
+def test_a_run_with_the_terminal_environment_is_the_same_byte_for_byte(
+    tiny_model,
+    sql_files,  # noqa: F811
+    docker_engine,  # noqa: F811
+    tmp_path,
+):
+    """The terminal environment (each episode in its task's Docker container): the warm-up plays each task's
+    reference commands in the containers and trains on their real output, and two RL steps run episodes there
+    and the tests that verify them; two runs are the same byte for byte."""
+    rows = (REPO / "datasets" / "terminal" / "train.jsonl").read_text().splitlines()[:4]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text("\n".join(rows) + "\n")
+    terminal = (
+        "environment.env_class=terminal",
+        "environment.skyrl_gym.terminal.command_timeout_s=10",
+        "environment.skyrl_gym.terminal.timings=false",  # a command's duration in its output is the clock
+        "trainer.sft_warmup.episode_fraction=0.0",  # each warm-up row plays its reference commands
+        "trainer.max_prompt_length=1024",
+        "generator.max_input_length=2048",
+        # a reference's command (its solve.sh in base64) fits in a turn
+        "generator.sampling_params.max_generate_length=512",
+        "generator.max_tokens_per_trajectory=null",
+    )
+    first = _run(tiny_model, sql_files, data, tmp_path / "first", *terminal)
+    second = _run(tiny_model, sql_files, data, tmp_path / "second", *terminal)
+    metrics, rollouts, weights = first
+    assert {r["env_class"] for r in rollouts} == {"terminal"} and len(rollouts) == 8
+    # the episodes reached their containers' verification (the random model's text runs no command)
+    assert all(r["verification"] for r in rollouts)
+    warmup = [m for m in metrics if "warmup/loss" in m]
+    assert warmup and all(m["warmup/loss"] > 0 for m in warmup)
+    columns = {k for a, b in zip(rollouts, second[1], strict=True) for k in a if a[k] != b[k]}
+    assert not columns, [(a[k], b[k]) for a, b in zip(rollouts, second[1], strict=True) for k in columns][:4]
+    differ = {
+        k
+        for a, b in zip(metrics, second[0], strict=True)
+        for k in a.keys() | b.keys()
+        if a.get(k) != b.get(k)
+    }
+    assert not differ, differ
+    assert weights == second[2]
