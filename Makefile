@@ -21,7 +21,13 @@ sysdeps:
 	  else echo "install these Debian packages first:$$missing" >&2; exit 1; fi; \
 	fi
 
-setup: $(STAMP)
+# the terminal environment's task folders, generated from their recipes (datasets/terminal/families.py)
+TERMINAL_TASKS := datasets/terminal/tasks
+
+setup: $(STAMP) $(TERMINAL_TASKS)
+
+$(TERMINAL_TASKS): datasets/terminal/build.py datasets/terminal/families.py | $(STAMP)
+	$(PY) datasets/terminal/build.py
 
 $(STAMP): Makefile pyproject.toml envs/skyrl_wordle/pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -1,9 +1,0 @@
-#!/bin/bash
-# usage: count.sh FILE...   prints "<lines> <file>" for each file, then "total <sum>"
-total=0
-for file in "$@"; do
-  n=$(wc -l < "$file")
-  echo "$n $file"
-  total=$((totl + n))
-done
-echo "total $total"

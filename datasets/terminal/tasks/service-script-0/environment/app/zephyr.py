@@ -1,5 +1,0 @@
-import time
-while True:
-    with open("/app/zephyr.heartbeat", "a") as handle:
-        handle.write("beat\n")
-    time.sleep(0.2)
