@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup sysdeps docker vllm-env data main play test test-vllm test-terminal-tasks test-swe-all lint format clean
+.PHONY: setup sysdeps docker vllm-env data main play test test-fast durations test-vllm test-terminal-tasks test-swe-all lint format clean
 
 # Debian packages the tests use for real: bubblewrap (+ util-linux's setpriv and prlimit) for the code sandbox,
 # Debian's python3 with numpy and sympy as the interpreter inside it (and python3-pytest and python3-yaml, which run the SWE
@@ -96,6 +96,16 @@ docker: sysdeps
 
 # the test files with tests marked vllm (vLLM's environment holds only what those need)
 VLLM_TESTS = $(shell grep -rl --include='test_*.py' 'pytest.mark.vllm' tests)
+
+# the fast lane: unit and property tests (no model training, no Docker, nothing recorded at 1 s or more in
+# tests/durations.json), about 4 minutes on 2 cores; make test runs it inside the whole suite
+test-fast: setup sysdeps
+	$(PY) -m pytest -q -m "not slow and not docker and not vllm"
+
+# rerun the main environment's suite and rewrite tests/durations.json with each test's seconds (the fast lane's
+# selection); run it on a quiet 2-core machine
+durations: setup sysdeps docker
+	$(PY) -m pytest -q -m "not vllm" --record-durations
 
 # x86-64 and no NVIDIA GPU: where the CPU build of vLLM applies
 VLLM_CPU := $(shell [ "$$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo yes)

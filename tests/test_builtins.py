@@ -15,7 +15,13 @@ def test_the_expected_environments_are_registered():
     assert {"math", "math_multi_turn", "text2sql", "wordle"} <= set(ALL_IDS)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+# the container environments' conformance runs (minutes each, in Docker) belong to the integration lane
+CONTAINER_ENVS = {"swe", "terminal"}
+
+
+@pytest.mark.parametrize(
+    "env_id", [pytest.param(i, marks=pytest.mark.slow) if i in CONTAINER_ENVS else i for i in ALL_IDS]
+)
 def test_check_env_passes(env_id):
     report = check_env(lambda: skyrl_gym.make(env_id))
     assert report.ok
