@@ -257,17 +257,15 @@ class RolloutProducer:
         self._next_take += 1
         return group
 
-    def settle(self, below: int, timeout_s: float | None = None) -> None:
+    def settle(self, below: int) -> None:
         """Block until every group with an index below ``below`` has finished (or the prompts ran out, or the
         producer failed or stopped): the ordered mode's wait before a push, so that no group generated under
-        the version being replaced sees the new weights. Raises ``TimeoutError`` past ``timeout_s``."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        the version being replaced sees the new weights. The groups' own turn and trajectory limits bound it,
+        as they bound a synchronous step's generation."""
         with self._lock:
             while not (self._finished or self._stopping or self._error is not None):
                 if self._next_index >= below and not any(i < below for i in self._running_indices):
                     return
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"groups below {below} did not finish within {timeout_s:.0f} s")
                 self._lock.wait(1.0)
 
     def stop(self, timeout_s: float = 120.0) -> None:

@@ -102,6 +102,25 @@ def _run(tiny_model, sql_files, data, run_dir, *overrides):  # noqa: F811
     return [_of_the_run(m) for m in metrics], rollouts, weights
 
 
+def _assert_same_run(first, second) -> None:
+    """Two ``_run`` results are equal: the recorded rollouts, the run's metrics and the exported weights (the
+    message names the columns or metric keys that differ)."""
+    (metrics, rollouts, weights), (metrics2, rollouts2, weights2) = first, second
+    assert len(rollouts) == len(rollouts2) and len(metrics) == len(metrics2)
+    columns = {
+        k
+        for a, b in zip(rollouts, rollouts2, strict=True)
+        for k in a.keys() | b.keys()
+        if a.get(k) != b.get(k)
+    }
+    assert not columns, columns
+    keys = {
+        k for a, b in zip(metrics, metrics2, strict=True) for k in a.keys() | b.keys() if a.get(k) != b.get(k)
+    }
+    assert not keys, keys
+    assert weights == weights2
+
+
 def test_the_same_seed_gives_the_same_run_byte_for_byte(tiny_model, sql_files, mixed_data, tmp_path):  # noqa: F811
     first = _run(tiny_model, sql_files, mixed_data, tmp_path / "first")
     second = _run(tiny_model, sql_files, mixed_data, tmp_path / "second")
@@ -110,9 +129,7 @@ def test_the_same_seed_gives_the_same_run_byte_for_byte(tiny_model, sql_files, m
     assert {r["env_class"] for r in rollouts} == {"text2sql", "python"} and len(rollouts) == 16
     losses = [m["policy/loss"] for m in metrics if "policy/loss" in m]
     assert len(losses) == 2 and all(losses) and all(r["response_ids"] for r in rollouts)
-    assert rollouts == second[1]
-    assert metrics == second[0]
-    assert weights == second[2]
+    _assert_same_run(first, second)
 
 
 ASYNC_ORDERED = (
@@ -157,15 +174,7 @@ def test_the_async_mode_with_its_ordering_fixed_is_the_same_run_byte_for_byte(
         rows = [r for r in rollouts if r["step"] == step]
         assert [r["group_id"] for r in rows] == [g for g in range(4 * (step - 1), 4 * step) for _ in (0, 1)]
         assert versions(rows) == {version}
-    assert rollouts == second[1]
-    differ = {
-        k
-        for a, b in zip(metrics, second[0], strict=True)
-        for k in a.keys() | b.keys()
-        if a.get(k) != b.get(k)
-    }
-    assert not differ, differ
-    assert weights == second[2]
+    _assert_same_run(first, second)
 
     replay = replay_training(tmp_path / "first", from_step=2)
     assert [s.step for s in replay.steps] == [3] and replay.equal and replay.weights == "equal", replay
@@ -204,13 +213,4 @@ def test_a_run_with_the_terminal_environment_is_the_same_byte_for_byte(
     assert all(r["verification"] for r in rollouts)
     warmup = [m for m in metrics if "warmup/loss" in m]
     assert warmup and all(m["warmup/loss"] > 0 for m in warmup)
-    columns = {k for a, b in zip(rollouts, second[1], strict=True) for k in a if a[k] != b[k]}
-    assert not columns, [(a[k], b[k]) for a, b in zip(rollouts, second[1], strict=True) for k in columns][:4]
-    differ = {
-        k
-        for a, b in zip(metrics, second[0], strict=True)
-        for k in a.keys() | b.keys()
-        if a.get(k) != b.get(k)
-    }
-    assert not differ, differ
-    assert weights == second[2]
+    _assert_same_run(first, second)
