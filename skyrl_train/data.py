@@ -238,6 +238,13 @@ class BatchIterator:
             "shuffle": self.shuffle,
         }
 
+    def state_after(self, batches: int) -> dict[str, Any]:
+        """The :meth:`state_dict` of this iterator once ``batches`` batches (over all epochs) were yielded,
+        wherever it is now: the position a run resumes from when its reader ran ahead of its training (the
+        asynchronous mode's producer)."""
+        epoch, position = divmod(batches, max(self.batches_per_epoch, 1))
+        return {**self.state_dict(), "epoch": epoch, "position": position}
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue where ``state`` was taken; the dataset, seed and batch size must be the same."""
         for key in ("seed", "batch_size", "shuffle"):

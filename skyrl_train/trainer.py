@@ -334,7 +334,8 @@ class Trainer:
         self.step = state.step
         if state.data_state is not None and not self.evaluate_only:
             self.iterator.load_state_dict(state.data_state)
-        self._sync_weights()
+        # the engine continues the run's count of weight versions (the record's policy_versions), not its own
+        self._sync_weights(version=state.extra.get("policy_version"))
 
     def _teardown_parts(self) -> None:
         for worker in (self.policy, self.ref, self.critic):
@@ -397,31 +398,39 @@ class Trainer:
         elif tags == ["weights"]:
             asyncio.run(self.engine.wake_up())
 
-    def _sync_weights(self, *, check: bool = True) -> float:
+    def _sync_weights(self, *, check: bool = True, version: int | None = None) -> float:
         """Push the policy's weights into the engine, waking a sleeping engine around it, then (``check``)
         run the weight-sync gate; the seconds it took (0 with ``trainer.sync_weights=false``: the engine
         keeps its own weights, for evaluation or a rollout policy that is not trained). An in-flight push
-        checks after it resumed the engine (``check=False`` here)."""
+        checks after it resumed the engine (``check=False`` here). ``version``: the policy version the engine
+        takes on with these weights, where it counts versions (default: one more than its own)."""
         start = time.perf_counter()
         asleep, self._engine_asleep = self._engine_asleep, False
         if asleep:
             self._wake_engine(["weights"])  # the weights' memory first: the sync writes into it
         if self.cfg.trainer.sync_weights:
-            self._push_weights()
+            self._push_weights(version)
         if asleep:
             self._wake_engine(["kv_cache"])  # the KV cache after the sync: the sync's buffers are gone
         if self.cfg.trainer.sync_weights and check:
             self._check_weights()
         return time.perf_counter() - start if self.cfg.trainer.sync_weights else 0.0
 
-    def _push_weights(self) -> None:
+    def _push_weights(self, version: int | None = None) -> None:
+        # the engines that count policy versions take the version to set with the weights
+        counted = {"version": version} if version is not None and self._engine_version() is not None else {}
         if self.layout is not None:
             self.engine.sync_from(self.policy)  # training actors -> engine actor
         elif self._shares_policy:
-            asyncio.run(self.engine.update_weights(()))  # shared model: drops stale prefix caches
+            asyncio.run(self.engine.update_weights((), **counted))  # shared model: drops stale prefix caches
         else:
             state = self.policy.full_state_dict()
-            asyncio.run(self.engine.update_weights(state.items()))
+            asyncio.run(self.engine.update_weights(state.items(), **counted))
+
+    def _engine_version(self) -> int | None:
+        """The policy version of the engine's weights, where the engine counts them."""
+        version = getattr(self.engine, "policy_version", None)
+        return int(version) if isinstance(version, int) else None
 
     def _check_weights(self) -> None:
         """The weight-sync gate (:mod:`skyrl_train.weight_sync.gate`) after a push: the engine's
@@ -697,12 +706,22 @@ class Trainer:
         return "data"
 
     def save(self) -> Path:
-        """Checkpoint the workers and the trainer state at the current step."""
+        """Checkpoint the workers and the trainer state at the current step.
+
+        The data position saved is the iterator's own in the synchronous mode (a step may read more than one
+        batch there: the dynamic-sampling filter). In the asynchronous mode the producer reads up to K steps
+        ahead of training, one batch per step, so the position saved is that of the step's batch: a resumed
+        run generates again the groups that were in flight, and step s still trains on batch s.
+        """
+        data_state = (
+            self.iterator.state_after(self.step) if self.cfg.trainer.mode == "async" else self.iterator.state_dict()
+        )
         return ckpt.save_checkpoint(
             self.run_dir,
             self.step,
             self._workers(),
-            data_state=self.iterator.state_dict(),
+            data_state=data_state,
+            extra={"policy_version": self._engine_version()},
             config=self.cfg,
             keep_last=self.loop.keep_checkpoints,
         )

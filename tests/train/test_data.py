@@ -135,6 +135,19 @@ def test_resume_continues_at_exactly_the_next_batch():
         assert len(resumed) == 0
 
 
+def test_the_state_after_n_batches_resumes_there_wherever_the_reader_got():
+    """A reader that ran ahead (the asynchronous mode's producer) checkpoints the position of the batches
+    training consumed: resumed there, the iterator yields exactly the batches after them."""
+    data = [f"row{i}" for i in range(7)]
+    full = list(BatchIterator(data, batch_size=2, epochs=3, seed=5))
+    ahead = BatchIterator(data, batch_size=2, epochs=3, seed=5)
+    list(islice(iter(ahead), 7))  # read 7 batches
+    for trained in (0, 2, 3, 4, 7):
+        resumed = BatchIterator(data, batch_size=2, epochs=3, seed=5)
+        resumed.load_state_dict(json.loads(json.dumps(ahead.state_after(trained))))
+        assert resumed.batches_done == trained and list(resumed) == full[trained:], trained
+
+
 def test_resume_refuses_a_different_dataset_or_seed():
     it = BatchIterator(list(range(6)), batch_size=2, seed=1)
     next(iter(it))

@@ -23,10 +23,12 @@ import pytest
 
 from skyrl_gym.envs.python.tasks import build_rows as python_rows
 from skyrl_train.checkpoint import export_model
+from skyrl_train.config import load_config
 from skyrl_train.record import read_rollouts
 from skyrl_train.trainer import Trainer
 from tests.docker.conftest import docker_engine  # noqa: F401  (the Docker engine with the images, or a skip)
-from tests.train.test_trainer import _config, sql_files  # noqa: F401  (the module's data fixture)
+from tests.train.test_trainer import _overrides as _trainer_overrides
+from tests.train.test_trainer import sql_files  # noqa: F401  (the module's data fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINE_METRICS = (
@@ -71,8 +73,9 @@ def mixed_data(sql_files, tmp_path_factory):  # noqa: F811
     return out
 
 
-def _run(tiny_model, sql_files, data, run_dir, *overrides):  # noqa: F811
-    config = _config(
+def _overrides(tiny_model, sql_files, data, run_dir, *overrides) -> list[str]:  # noqa: F811
+    """The compared runs' settings: two steps on ``data`` with the engine settings for bitwise runs."""
+    return _trainer_overrides(
         tiny_model,
         sql_files,
         run_dir,
@@ -93,13 +96,24 @@ def _run(tiny_model, sql_files, data, run_dir, *overrides):  # noqa: F811
         "generator.enable_prefix_caching=false",
         *overrides,
     )
+
+
+def _run(tiny_model, sql_files, data, run_dir, *overrides):  # noqa: F811
+    config = load_config("sql_cpu", _overrides(tiny_model, sql_files, data, run_dir, *overrides))
     with Trainer(config) as trainer:
         trainer.fit()
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return _outcome(run_dir)
+
+
+def _outcome(run_dir: Path):
+    """What two runs compare: the run's metrics (one entry per line of ``metrics.jsonl``, a resume's marker
+    left out), the recorded rollouts and the exported weights' SHA-256."""
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    metrics = [_of_the_run(m) for m in lines if "resumed_from_step" not in m]
     rollouts = [{k: v for k, v in r.items() if k not in MACHINE_COLUMNS} for r in read_rollouts(run_dir)]
     export_model(run_dir, run_dir / "exported")
     weights = hashlib.sha256((run_dir / "exported" / "model.safetensors").read_bytes()).hexdigest()
-    return [_of_the_run(m) for m in metrics], rollouts, weights
+    return metrics, rollouts, weights
 
 
 def _assert_same_run(first, second) -> None:

@@ -30,29 +30,32 @@ def sql_files(tmp_path_factory):
 
 
 def _config(tiny_model, sql_files, run_dir, *overrides):
-    return load_config(
-        "sql_cpu",
-        [
-            f"trainer.policy.model.path={tiny_model}",
-            f"data.train_data=[{sql_files / 'train.jsonl'}]",
-            f"data.val_data=[{sql_files / 'validation.jsonl'}]",
-            f"trainer.run_dir={run_dir}",
-            "trainer.train_batch_size=2",
-            "trainer.policy_mini_batch_size=2",
-            "trainer.micro_train_batch_size_per_gpu=4",
-            "trainer.sft_warmup.steps=1",
-            "trainer.sft_warmup.batch_size=4",
-            "trainer.ckpt_interval=1",
-            "trainer.max_wall_time_s=null",
-            "trainer.logger=[jsonl,tensorboard]",
-            "generator.n_samples_per_prompt=2",
-            "generator.sampling_params.max_generate_length=16",
-            "generator.eval_sampling_params.max_generate_length=16",
-            "generator.max_turns=2",
-            "trainer.policy.optimizer_config.lr=1e-3",
-            *overrides,
-        ],
-    )
+    return load_config("sql_cpu", _overrides(tiny_model, sql_files, run_dir, *overrides))
+
+
+def _overrides(tiny_model, sql_files, run_dir, *overrides) -> list[str]:
+    """The main job's recipe made small: the tiny model, a few text2sql rows, one warm-up step, short turns,
+    a checkpoint every step (the ``sql_cpu`` overrides, for ``load_config`` or the command line)."""
+    return [
+        f"trainer.policy.model.path={tiny_model}",
+        f"data.train_data=[{sql_files / 'train.jsonl'}]",
+        f"data.val_data=[{sql_files / 'validation.jsonl'}]",
+        f"trainer.run_dir={run_dir}",
+        "trainer.train_batch_size=2",
+        "trainer.policy_mini_batch_size=2",
+        "trainer.micro_train_batch_size_per_gpu=4",
+        "trainer.sft_warmup.steps=1",
+        "trainer.sft_warmup.batch_size=4",
+        "trainer.ckpt_interval=1",
+        "trainer.max_wall_time_s=null",
+        "trainer.logger=[jsonl,tensorboard]",
+        "generator.n_samples_per_prompt=2",
+        "generator.sampling_params.max_generate_length=16",
+        "generator.eval_sampling_params.max_generate_length=16",
+        "generator.max_turns=2",
+        "trainer.policy.optimizer_config.lr=1e-3",
+        *overrides,
+    ]
 
 
 def test_fit_writes_the_run_folder_and_resumes(tiny_model, sql_files, tmp_path):
