@@ -714,7 +714,9 @@ class Trainer:
         run generates again the groups that were in flight, and step s still trains on batch s.
         """
         data_state = (
-            self.iterator.state_after(self.step) if self.cfg.trainer.mode == "async" else self.iterator.state_dict()
+            self.iterator.state_after(self.step)
+            if self.cfg.trainer.mode == "async"
+            else self.iterator.state_dict()
         )
         return ckpt.save_checkpoint(
             self.run_dir,
