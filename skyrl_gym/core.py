@@ -56,10 +56,19 @@ class Misstep(str):
     on a misnamed column, say) whose observation the episode's next actions read and recover from.
 
     It is a ``str``, so it plays like any text action; a supervised warm-up keeps its tokens out of the loss,
-    so that a model learns the recovery, not the mistake.
+    so that a model learns the recovery, not the mistake. ``keep`` is a prefix of the action that is right to
+    imitate and stays in the loss: the decision to run a query at all, say, before the mistaken query itself.
     """
 
-    __slots__ = ()
+    keep: str
+    """The leading part of the action that a warm-up trains on ("" for none)."""
+
+    def __new__(cls, text: str, keep: str = "") -> Misstep:
+        if not text.startswith(keep):
+            raise ValueError(f"a Misstep's keep must be a prefix of its text; got {keep!r} for {text!r}")
+        self = super().__new__(cls, text)
+        self.keep = keep
+        return self
 
 
 class Env(Generic[ObsType, ActType]):

@@ -11,7 +11,9 @@ that earns the full reward) or, for a share of the rows (``trainer.sft_warmup.ep
 :meth:`skyrl_gym.Env.reference_episode` (several turns, e.g. a tool call, then the answer once its
 observation came back), so that the multi-turn shape of the protocol is shown too. An episode's
 :class:`~skyrl_gym.core.Misstep` actions (a deliberate mistake the next turns recover from) are played but kept
-out of the loss: the model learns to read the observation and recover, not to make the mistake.
+out of the loss, all but their ``keep`` prefix: the model learns to read the observation and recover, not to
+make the mistake; and a text-to-SQL correction episode still teaches the decision to run a query first, since
+its ``<think>`` plan and ``<sql>`` tag are that prefix.
 
 The update is the policy worker's own clipped policy-gradient step with every advantage set to 1 and the old
 log-probs taken just before the step: at ratio 1 its gradient is exactly that of the token-mean negative
@@ -79,17 +81,36 @@ def scripted_turns(actions: Sequence[str]) -> Callable[[str], str]:
     return script
 
 
-def mask_missteps(trajectory: Any, actions: Sequence[str]) -> int:
+def mask_missteps(trajectory: Any, actions: Sequence[str], tokenizer: Any = None) -> int:
     """Zero the loss mask over the model turns of ``trajectory`` that played a
-    :class:`~skyrl_gym.core.Misstep` of ``actions`` (turn *k* played ``actions[k]``); the number masked."""
+    :class:`~skyrl_gym.core.Misstep` of ``actions`` (turn *k* played ``actions[k]``); the number masked.
+
+    The leading tokens of such a turn that spell (part of) the misstep's ``keep`` prefix stay in the loss; that
+    needs ``tokenizer`` (without it, a misstep's whole turn is masked).
+    """
     from skyrl_gym.core import Misstep
 
     masked = 0
     for (start, end), action in zip(trajectory.turn_spans, actions, strict=False):
         if isinstance(action, Misstep):
-            trajectory.loss_mask[start:end] = [0] * (end - start)
+            kept = _kept_tokens(trajectory.response_ids[start:end], action.keep, tokenizer)
+            trajectory.loss_mask[start + kept : end] = [0] * (end - start - kept)
             masked += 1
     return masked
+
+
+def _kept_tokens(token_ids: Sequence[int], keep: str, tokenizer: Any) -> int:
+    """How many leading tokens of ``token_ids`` decode to a prefix of ``keep`` (a token that would run past
+    it, or that a tokenizer merged across its end, is not kept)."""
+    if not keep or tokenizer is None:
+        return 0
+    kept = 0
+    for n in range(1, len(token_ids) + 1):
+        text = tokenizer.decode(list(token_ids[:n]), skip_special_tokens=False)
+        if len(text) > len(keep) or not keep.startswith(text):
+            break
+        kept = n
+    return kept
 
 
 def play_references(
@@ -125,7 +146,7 @@ def play_references(
 
     trajectories = asyncio.run(play())
     for trajectory in trajectories:
-        mask_missteps(trajectory, episodes[trajectory.group_id] or [])
+        mask_missteps(trajectory, episodes[trajectory.group_id] or [], tokenizer)
     return trajectories
 
 
@@ -184,7 +205,7 @@ def supervised_step(
         "warmup/trajectories": float(len(kept)),
         # episodes that recovered from a misstep (a model turn played but masked out)
         "warmup/corrections": float(
-            sum(any(t.loss_mask[a] == 0 for a, b in t.turn_spans if b > a) for t in kept)
+            sum(any(0 in t.loss_mask[a:b] for a, b in t.turn_spans) for t in kept)
         ),
         "warmup/dropped": float(len(rows) - len(kept)),
     }

@@ -75,17 +75,52 @@ def test_a_misstep_is_played_through_the_database_and_kept_out_of_the_loss(token
     )
     assert all(isinstance(e[0], Misstep) for e in episodes)
     trajectories = play_references(sql_rows, corrections, tokenizer, PARAMS, episode_fraction=1.0, seed=0)
-    for trajectory in trajectories:
+    for trajectory, (misstep, _) in zip(trajectories, episodes, strict=True):
         assert trajectory.reward == 1.0 and trajectory.num_turns == 2, trajectory.error
         (first_start, first_end), (second_start, second_end) = trajectory.turn_spans
-        assert trajectory.loss_mask[first_start:first_end] == [0] * (first_end - first_start)  # the mistake
-        assert set(trajectory.loss_mask[second_start:second_end]) == {1}  # the recovery is trained on
+        first_mask = trajectory.loss_mask[first_start:first_end]
+        # the plan and the <sql> tag (the decision to query first) are trained on, the near-miss query is not
+        kept = first_mask.index(0)
+        assert set(first_mask[:kept]) == {1} and set(first_mask[kept:]) == {0}
+        trained = tokenizer.decode(trajectory.response_ids[first_start : first_start + kept])
+        assert misstep.keep.endswith("<sql>") and misstep.startswith(misstep.keep)
+        assert misstep.keep.startswith(trained) and len(misstep.keep) - len(trained) <= len("<sql>")
+        assert trajectory.reward == 1.0 and set(trajectory.loss_mask[second_start:second_end]) == {1}
     # the database's answer to the misstep is what the recovery turn saw
     observations = [t.messages[-2]["content"] for t in trajectories]
     assert any("Error" in o for o in observations) or any("Empty" in o for o in observations)
     # with the setting off, the first turn runs the gold query and is trained on
     plain = play_references(sql_rows, factory, tokenizer, PARAMS, episode_fraction=1.0, seed=0)
     assert all(set(t.loss_mask[slice(*t.turn_spans[0])]) == {1} for t in plain)
+
+
+def test_a_missteps_kept_prefix_stays_in_the_loss_token_for_token(tokenizer):
+    """``keep`` is matched against the turn's own tokens: the tokens that spell it stay trained on, a token
+    that runs past its end does not, and without a tokenizer the whole turn is masked."""
+    from types import SimpleNamespace
+
+    from skyrl_train.warmup import mask_missteps
+
+    action = Misstep("<think>Plan.</think>\n<sql>SELECT nme FROM t</sql>", keep="<think>Plan.</think>\n<sql>")
+    ids = list(tokenizer.encode(action, add_special_tokens=False))
+    prefix = len(tokenizer.encode(action.keep, add_special_tokens=False))
+
+    def turn():
+        return SimpleNamespace(
+            response_ids=[7, *ids], loss_mask=[0] + [1] * len(ids), turn_spans=[(1, 1 + len(ids))]
+        )
+
+    trajectory = turn()
+    assert mask_missteps(trajectory, [action], tokenizer) == 1
+    assert trajectory.loss_mask == [0] + [1] * prefix + [0] * (len(ids) - prefix)
+    assert tokenizer.decode(ids[:prefix]) == action.keep
+    whole = turn()
+    mask_missteps(whole, [action])
+    assert whole.loss_mask == [0] * (1 + len(ids))
+    plain = turn()
+    assert mask_missteps(plain, [str(action)], tokenizer) == 0 and plain.loss_mask == [0] + [1] * len(ids)
+    with pytest.raises(ValueError):
+        Misstep("<sql>x</sql>", keep="<solution>")
 
 
 class NoReferenceEnv(BaseTextEnv):
@@ -124,3 +159,12 @@ def test_a_warmup_step_trains_on_the_reference_trajectories(tokenizer, tiny_mode
     assert torch.isfinite(torch.tensor(metrics["warmup/nll"])) and metrics["warmup/nll"] > 0
     after = policy.model.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before), "the warm-up did not move the weights"
+
+    def corrections(engine):
+        return MultiTurnGenerator(
+            engine, max_turns=2, env_configs={"text2sql": {"reference_corrections": 1.0}}
+        )
+
+    # every row a correction episode: each counted, though its first turn keeps its plan in the loss
+    metrics = supervised_step(policy, corrections, tokenizer, sql_rows, PARAMS, episode_fraction=1.0, seed=1)
+    assert metrics["warmup/corrections"] == len(sql_rows) == metrics["warmup/trajectories"]

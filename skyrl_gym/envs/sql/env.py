@@ -347,8 +347,8 @@ class Text2SQLEnv(BaseTextEnv):
         """Run a query in ``<sql>`` first, then answer with the gold query once its result came back (a single
         :meth:`reference_action` when the task allows one turn only). The first query is the gold one, or, for
         the share ``env_config.reference_corrections`` of tasks, a near miss of it (:mod:`.corrections`) played
-        as a :class:`~skyrl_gym.core.Misstep`, whose error, empty or too long result the answer's ``<think>``
-        line reads. Every turn opens with ``<think>``, as SkyRL's format rule asks after an observation. It
+        as a :class:`~skyrl_gym.core.Misstep` (its plan and ``<sql>`` tag kept in a warm-up's loss, the query
+        not), whose error, empty or too long result the answer's ``<think>`` line reads. Every turn opens with ``<think>``, as SkyRL's format rule asks after an observation. It
         always earns 1.0."""
         if self.gold_sql is None:
             return None
@@ -359,7 +359,8 @@ class Text2SQLEnv(BaseTextEnv):
         miss = self._near_miss()
         if miss is not None:
             return [
-                Misstep(f"{plan}<sql>{miss.query}</sql>"),
+                # the decision to run a query first is right and stays trained on; the near miss is not
+                Misstep(f"{plan}<sql>{miss.query}</sql>", keep=f"{plan}<sql>"),
                 f"<think>{miss.fix}</think>\n<solution>{gold}</solution>",
             ]
         return [
