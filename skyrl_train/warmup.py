@@ -204,8 +204,6 @@ def supervised_step(
         "warmup/nll": float(nll),
         "warmup/trajectories": float(len(kept)),
         # episodes that recovered from a misstep (a model turn played but masked out)
-        "warmup/corrections": float(
-            sum(any(0 in t.loss_mask[a:b] for a, b in t.turn_spans) for t in kept)
-        ),
+        "warmup/corrections": float(sum(any(0 in t.loss_mask[a:b] for a, b in t.turn_spans) for t in kept)),
         "warmup/dropped": float(len(rows) - len(kept)),
     }
