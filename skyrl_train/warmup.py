@@ -36,16 +36,25 @@ def reference_episodes(
     rows: Sequence[dict[str, Any]], generator: Any, episode_fraction: float, seed: int
 ) -> list[list[str] | None]:
     """The actions to play for each row: its environment's ``reference_episode()`` for the rows drawn into
-    ``episode_fraction`` (seeded by ``seed``, one draw per row in order), its ``[reference_action()]`` for
-    the others (a ``reference_action()`` that is a list of steps is played as it is); ``None`` for a row whose environment knows no reference (or whose actions are not text).
+    ``episode_fraction``, its ``[reference_action()]`` for the others (a ``reference_action()`` that is a
+    list of steps is played as it is); ``None`` for a row whose environment knows no reference (or whose
+    actions are not text).
+
+    The draw (seeded by ``seed``) takes ``episode_fraction`` of the rows as exactly as a whole number allows:
+    ``floor(f * n)`` rows, one more with the probability of the remainder. Each warm-up batch then shows the
+    two kinds in the same proportion, so that a decision between them (run a query first, or answer at once)
+    ends the warm-up near that proportion, not wherever the last batches' coin flips left it.
 
     Each environment is made from the row as a rollout makes it (``generator.make_env``), started with the
     row's prompt, asked, and closed.
     """
     rng = random.Random(seed)
+    share = episode_fraction * len(rows)
+    count = int(share) + (rng.random() < share - int(share))
+    drawn = set(rng.sample(range(len(rows)), count))
     out: list[list[str] | None] = []
-    for row in rows:
-        whole_episode = rng.random() < episode_fraction
+    for index, row in enumerate(rows):
+        whole_episode = index in drawn
         env, prompt = generator.make_env(row)
         try:
             env.init(prompt)

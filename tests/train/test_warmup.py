@@ -46,10 +46,15 @@ def test_reference_episodes_come_from_each_rows_environment(tokenizer, sql_rows)
         e[0].endswith(f"<solution>{r['reward_spec']['ground_truth']}</solution>")
         for e, r in zip(singles, sql_rows, strict=True)
     )
-    # the share is drawn per row, reproducibly for a seed
+    # the share is drawn as exactly as a whole number allows, reproducibly for a seed, different rows for
+    # different seeds
     drawn = [len(e) for e in reference_episodes(sql_rows * 4, generator, 0.5, seed=3)]
     assert drawn == [len(e) for e in reference_episodes(sql_rows * 4, generator, 0.5, seed=3)]
-    assert set(drawn) == {1, 2}
+    assert drawn.count(2) == 8 and drawn.count(1) == 8
+    counts = {
+        tuple(len(e) for e in reference_episodes(sql_rows * 2, generator, 0.3, seed=s)) for s in range(12)
+    }
+    assert {c.count(2) for c in counts} == {2, 3} and len(counts) > 2  # 0.3 of 8 rows: 2 or 3 of them
 
 
 def test_the_episodes_are_played_through_the_real_database(tokenizer, sql_rows):
