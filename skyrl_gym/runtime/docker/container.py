@@ -28,7 +28,7 @@ from skyrl_gym.runtime.docker.defaults import (
 from skyrl_gym.runtime.docker.errors import ImageNotFound, _docker_module, _short
 from skyrl_gym.runtime.docker.exec_io import _TOKEN_VAR, _Output, _pump, _raw, _signal_code
 from skyrl_gym.runtime.docker.images import inspect_image
-from skyrl_gym.runtime.docker.procfs import _child_pids, _is_zombie, _process_start_ticks
+from skyrl_gym.runtime.docker.procfs import _child_pids, _first_started, _is_zombie, _parent_pid
 from skyrl_gym.runtime.docker.shell import ShellSession
 
 
@@ -530,16 +530,19 @@ class DockerContainer:
 
     # -- verification apart from the agent -------------------------------------------------------------------
     def _kept_pids(self) -> set[int]:
-        """Host ids of the container's init and of its own command (the child of init that started first)."""
+        """Host ids of the container's init and of its own command (the child of init that started first).
+
+        Init's children are found from each of the container's processes' parent as well as from init's
+        ``children`` file, which can miss one while the container runs (a fork bomb's processes exiting and
+        being adopted meanwhile): missing the container's own command would kill it with the episode's.
+        """
         try:
             init = int(self.engine.api.inspect_container(self.id)["State"]["Pid"])
         except Exception:
             return set()
-        children = _child_pids(init)
-        if not children:
-            return {init}
-        first = min(children, key=lambda pid: (int(_process_start_ticks(pid) or 0), pid))
-        return {init, first}
+        adopted = {pid for pid in self.host_pids() if _parent_pid(pid) == init}
+        first = _first_started(sorted(adopted | set(_child_pids(init))))
+        return {init} if first is None else {init, first}
 
     def stop_all_processes(self, wait_s: float = 5.0) -> tuple[int, list[int]]:
         """Kill every process in the container but init and its own command, those that init adopted included
