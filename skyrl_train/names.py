@@ -1,18 +1,37 @@
-"""The built-in algorithms by name, each with where it lives (``module:attribute``), and nothing imported.
+"""Every swappable part of the trainer that the config names, by name, with where it lives (``module:attribute``),
+and nothing of the parts imported.
 
-The config's rules check a configured name against these keys without importing torch, and the registries of
-:mod:`skyrl_train.algorithms.registry` load each part from its path when first asked for: one list, read by
-both, so that a name cannot be known to one and missing from the other.
+Each registry here is the one its part's package registers into and builds from (the dispatch package's
+``DISPATCHERS`` is this module's, and so on): the config's rules check a configured name against it without
+importing the part (nor torch), and a part is imported the first time it is asked for. One list, read by both,
+so that a name cannot be known to one and missing from the other.
 """
 
 from __future__ import annotations
 
-__all__ = ["ADVANTAGE_ESTIMATORS", "POLICY_LOSSES"]
+import pkgutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from skyrl_gym.registries import Registry
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "AGENTS",
+    "AGENT_TOOLS",
+    "BUILTIN_ADVANTAGE_ESTIMATORS",
+    "BUILTIN_AGENT_TOOLS",
+    "BUILTIN_POLICY_LOSSES",
+    "DISPATCHERS",
+    "POLICY_LOSSES",
+    "WEIGHT_SYNCS",
+]
 
 _ADVANTAGES = "skyrl_train.algorithms.advantages"
 _LOSSES = "skyrl_train.algorithms.policy_loss"
 
-ADVANTAGE_ESTIMATORS: dict[str, str] = {
+BUILTIN_ADVANTAGE_ESTIMATORS: dict[str, str] = {
     "grpo": f"{_ADVANTAGES}:grpo",
     "dr_grpo": f"{_ADVANTAGES}:dr_grpo",
     "rloo": f"{_ADVANTAGES}:rloo",
@@ -22,7 +41,7 @@ ADVANTAGE_ESTIMATORS: dict[str, str] = {
 }
 """Advantage estimators that ship with the project (``trainer.algorithm.advantage_estimator``)."""
 
-POLICY_LOSSES: dict[str, str] = {
+BUILTIN_POLICY_LOSSES: dict[str, str] = {
     "ppo": f"{_LOSSES}:ppo_loss",
     "regular": f"{_LOSSES}:ppo_loss",
     "dual_clip": f"{_LOSSES}:dual_clip_loss",
@@ -30,3 +49,81 @@ POLICY_LOSSES: dict[str, str] = {
 }
 """Policy losses that ship with the project (``trainer.algorithm.policy_loss_type``); ``regular`` is SkyRL's
 name for ``ppo``."""
+
+
+def _tool_modules() -> dict[str, str]:
+    """Each module of ``skyrl_train.agent.tools`` holds the tool of its name: found in its folder without
+    importing it (the trainer's modules name no environment, and these tools are named after theirs)."""
+    folder = Path(__file__).parent / "agent" / "tools"
+    return {
+        info.name: f"skyrl_train.agent.tools.{info.name}:{info.name}"
+        for info in pkgutil.iter_modules([str(folder)])
+        if not info.name.startswith("_")
+    }
+
+
+BUILTIN_AGENT_TOOLS: dict[str, str] = _tool_modules()
+"""The ReAct agent's built-in tools (``generator.react.tools``)."""
+
+ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
+    "advantage estimator", "trainer.algorithm.advantage_estimator", builtins=BUILTIN_ADVANTAGE_ESTIMATORS
+)
+"""Advantage estimators by name (:mod:`skyrl_train.algorithms.registry` registers into it)."""
+
+POLICY_LOSSES: Registry[Callable[..., Any]] = Registry(
+    "policy loss", "trainer.algorithm.policy_loss_type", builtins=BUILTIN_POLICY_LOSSES
+)
+"""Policy losses by name."""
+
+DISPATCHERS: Registry[Callable[..., Any]] = Registry(
+    "dispatcher",
+    "generator.dispatcher",
+    builtins={
+        "async_batch": "skyrl_train.dispatch.async_batch:AsyncBatchDispatcher",
+        "fixed_pool": "skyrl_train.dispatch.fixed_pool:FixedPoolDispatcher",
+        "async_pipeline": "skyrl_train.dispatch.async_pipeline:AsyncPipelineDispatcher",
+    },
+)
+"""Dispatcher factories by name (``generator.dispatcher``); a dispatcher class's ``family`` names the section of
+``generator`` its settings are in."""
+
+WEIGHT_SYNCS: Registry[Any] = Registry(
+    "weight sync strategy",
+    "generator.weight_sync_backend",
+    builtins={
+        "in_process": "skyrl_train.weight_sync.in_process:InProcessSync",
+        "shared_memory": "skyrl_train.weight_sync.shared_memory:SharedMemorySync",
+        "gloo": "skyrl_train.weight_sync.gloo:GlooSync",
+        "nccl": "skyrl_train.weight_sync.nccl:NcclSync",
+        "cuda_ipc": "skyrl_train.weight_sync.cuda_ipc:CudaIpcSync",
+    },
+)
+"""Weight-sync strategies by name (``generator.weight_sync_backend``); a built-in's module is imported only when
+it is chosen."""
+
+AGENTS: Registry[Callable[..., Any]] = Registry(
+    "agent",
+    "generator.agent",
+    builtins={
+        "multi_turn": "skyrl_train.agent.trajectory:Trajectory",
+        "react": "skyrl_train.agent.react:ReActTrajectory",
+    },
+)
+"""Trajectory classes by agent name (``generator.agent``); a class whose ``reads_react_section`` is true takes
+its settings from ``generator.react``."""
+
+AGENT_TOOLS: Registry[Any] = Registry(
+    "agent tool", config_key="generator.react.tools", builtins=BUILTIN_AGENT_TOOLS
+)
+"""The ReAct agent's tools by name."""
+
+
+def dispatcher_family(name: str) -> str | None:
+    """The section of ``generator`` that holds dispatcher ``name``'s settings (its ``family``: the built-in it
+    is or builds on); ``None`` for a dispatcher of another kind. Imports the dispatcher when first asked."""
+    return getattr(DISPATCHERS.get(name), "family", None)
+
+
+def agent_reads_react_section(name: str) -> bool:
+    """Whether agent ``name`` takes its settings from ``generator.react``. Imports the agent when first asked."""
+    return bool(getattr(AGENTS.get(name), "reads_react_section", False))

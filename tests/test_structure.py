@@ -114,3 +114,35 @@ def test_no_import_cycles():
 def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+CONFIG_MAY_IMPORT = ("skyrl_train.config", "skyrl_train.names", "skyrl_gym.registries", "skyrl_gym.errors")
+"""What the config layer reads: itself, the names of the swappable parts and the registries that hold them.
+A part it configures (dispatchers, weight syncs, agents, tools, algorithms) is reached only by its name."""
+
+
+def _reachable(start: str, graph: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def _within(name: str, allowed: tuple[str, ...]) -> bool:
+    return any(name == a or name.startswith(f"{a}.") for a in allowed)
+
+
+def test_the_config_imports_no_part_it_configures():
+    modules = _modules()
+    graph = {name: _imported(name, path, modules) for name, path in modules.items()}
+    config = [name for name in modules if _within(name, ("skyrl_train.config",))]
+    assert config
+    outside = {
+        (name, target)
+        for name in config
+        for target in _reachable(name, graph)
+        if not _within(target, CONFIG_MAY_IMPORT)
+    }
+    assert outside == set()

@@ -392,6 +392,8 @@ class ReActTrajectory(Trajectory):
     every trajectory, so it is not given ``tools=``).
     """
 
+    reads_react_section = True
+
     def __init__(self, runner: Any, row: Any, sampling_params: Any, *, react: Any = None, **kwargs: Any):
         super().__init__(runner, row, sampling_params, **kwargs)
         self.react_config = react if isinstance(react, ReActConfig) else ReActConfig(**dict(react or {}))

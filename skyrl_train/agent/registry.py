@@ -11,17 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from skyrl_gym.registries import Registry
+from skyrl_train import names
 
 __all__ = ["AGENTS", "agent_class", "register_agent"]
 
-AGENTS: Registry[Callable[..., Any]] = Registry(
-    "agent",
-    "generator.agent",
-    builtins={
-        "multi_turn": "skyrl_train.agent.trajectory:Trajectory",
-        "react": "skyrl_train.agent.react:ReActTrajectory",
-    },
-)
+AGENTS: Registry[Callable[..., Any]] = names.AGENTS
 """Trajectory classes by agent name."""
 
 

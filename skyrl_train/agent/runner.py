@@ -19,6 +19,7 @@ from skyrl_train.agent.trajectory import Trajectory, split_row
 from skyrl_train.dispatch.async_batch import AsyncBatchDispatcher
 from skyrl_train.dispatch.base import Dispatcher, StageTimeouts
 from skyrl_train.generator.base import Generator, GeneratorOutput, TrajectoryResult
+from skyrl_train.names import agent_reads_react_section, dispatcher_family
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import GeneratorConfig
@@ -233,24 +234,6 @@ def _is_config(obj: Any) -> bool:
 
 
 # -- the config's readers ---------------------------------------------------------------------------------
-def dispatcher_family(name: str) -> str | None:
-    """Which built-in dispatcher ``name`` is or builds on (``"fixed_pool"``, ``"async_pipeline"``,
-    ``"async_batch"``), so that its section of the config applies; ``None`` for another kind."""
-    from skyrl_train.dispatch import DISPATCHERS
-    from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
-    from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
-
-    factory = DISPATCHERS.get(name)
-    for family, base in (
-        ("fixed_pool", FixedPoolDispatcher),
-        ("async_pipeline", AsyncPipelineDispatcher),
-        ("async_batch", AsyncBatchDispatcher),
-    ):
-        if isinstance(factory, type) and issubclass(factory, base):
-            return family
-    return None
-
-
 def _accepts(factory: Any, name: str) -> bool:
     try:
         params = inspect.signature(factory).parameters.values()
@@ -283,10 +266,7 @@ def dispatcher_from_config(gen: GeneratorConfig) -> Dispatcher:
 def agent_kwargs_from_config(gen: GeneratorConfig) -> dict[str, Any]:
     """The agent's own settings from the config: ``react=`` (``generator.react``, its ``max_turns``
     defaulting to ``generator.max_turns``) for the react agent and agents built on it, none for others."""
-    from skyrl_train.agent.react import ReActTrajectory
-
-    trajectory_class = agent_class(gen.agent)
-    if not (isinstance(trajectory_class, type) and issubclass(trajectory_class, ReActTrajectory)):
+    if not agent_reads_react_section(gen.agent):
         return {}
     react = gen.react.model_dump()
     if react["max_turns"] is None:

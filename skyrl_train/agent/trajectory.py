@@ -83,6 +83,9 @@ class Trajectory:
         sample_index: which of the prompt's samples this is.
     """
 
+    reads_react_section: bool = False
+    """Whether this agent takes its settings from ``generator.react`` (the ReAct loop and those built on it)."""
+
     def __init__(
         self,
         runner: AgentRunner,

@@ -39,17 +39,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 UnknownAlgorithmError = UnknownNameError
 """A name that no algorithm is registered under (a ``LookupError``); the message suggests close names."""
 
-ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
-    "advantage estimator", "trainer.algorithm.advantage_estimator", builtins=names.ADVANTAGE_ESTIMATORS
-)
-"""Advantage estimators by name; the built-ins (:data:`skyrl_train.names.ADVANTAGE_ESTIMATORS`) are imported
-when first asked for."""
+ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = names.ADVANTAGE_ESTIMATORS
+"""Advantage estimators by name; the built-ins (:data:`skyrl_train.names.BUILTIN_ADVANTAGE_ESTIMATORS`) are
+imported when first asked for."""
 
-POLICY_LOSSES: Registry[Callable[..., Any]] = Registry(
-    "policy loss", "trainer.algorithm.policy_loss_type", builtins=names.POLICY_LOSSES
-)
+POLICY_LOSSES: Registry[Callable[..., Any]] = names.POLICY_LOSSES
 """Policy losses by name (``regular`` is SkyRL's name for ``ppo``); the built-ins
-(:data:`skyrl_train.names.POLICY_LOSSES`) are imported when first asked for."""
+(:data:`skyrl_train.names.BUILTIN_POLICY_LOSSES`) are imported when first asked for."""
 
 
 def register_advantage_estimator(name: str, *, override: bool = False) -> Callable[[F], F]:

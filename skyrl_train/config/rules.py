@@ -6,17 +6,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skyrl_train import names
-from skyrl_train.dispatch import DISPATCHERS
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import Config, GeneratorConfig, TrainerConfig
 
-__all__ = ["BUILTIN_ADVANTAGE_ESTIMATORS", "BUILTIN_POLICY_LOSSES", "VLLM_MAX_TEMPERATURE", "check_rules"]
+__all__ = [
+    "BUILTIN_ADVANTAGE_ESTIMATORS",
+    "BUILTIN_POLICY_LOSSES",
+    "VLLM_MAX_TEMPERATURE",
+    "check_rules",
+    "weight_sync_name",
+]
 
-BUILTIN_ADVANTAGE_ESTIMATORS = tuple(names.ADVANTAGE_ESTIMATORS)
+BUILTIN_ADVANTAGE_ESTIMATORS = tuple(names.BUILTIN_ADVANTAGE_ESTIMATORS)
 """Advantage estimators that ship with :mod:`skyrl_train.algorithms` (more can be registered)."""
 
-BUILTIN_POLICY_LOSSES = tuple(names.POLICY_LOSSES)
+BUILTIN_POLICY_LOSSES = tuple(names.BUILTIN_POLICY_LOSSES)
 """Policy losses that ship with :mod:`skyrl_train.algorithms`; ``regular`` is SkyRL's name for ``ppo``."""
 
 VLLM_MAX_TEMPERATURE = 2.0
@@ -305,8 +310,17 @@ def _check_ray_placement(cfg: Config) -> list[str]:
     return errors
 
 
+def weight_sync_name(config: Config) -> str:
+    """The weight-sync strategy a run uses: ``generator.weight_sync_backend``, or when it is null,
+    ``in_process`` for an engine in the trainer's process and ``shared_memory`` for an engine process."""
+    gen = config.generator
+    if gen.weight_sync_backend is not None:
+        return gen.weight_sync_backend
+    return "shared_memory" if gen.engine_process else "in_process"
+
+
 def _check_weight_sync(cfg: Config) -> list[str]:
-    from skyrl_train.weight_sync.base import WEIGHT_SYNCS, weight_sync_name
+    syncs = names.WEIGHT_SYNCS
 
     g, p = cfg.generator, cfg.trainer.placement
     errors: list[str] = []
@@ -316,15 +330,15 @@ def _check_weight_sync(cfg: Config) -> list[str]:
             f"{g.backend!r} runs where it runs already: set generator.engine_process=false"
         )
     name = weight_sync_name(cfg)
-    if name not in WEIGHT_SYNCS:
-        return [*errors, WEIGHT_SYNCS.unknown_message(name)]
+    if name not in syncs:
+        return [*errors, syncs.unknown_message(name)]
     if g.weight_sync_backend is not None and (not cfg.trainer.sync_weights or g.backend == "remote"):
         errors.append(
             f"generator.weight_sync_backend={name!r} is set but no weights are synced (trainer.sync_weights=false "
             "or generator.backend=remote): leave it out"
         )
         return errors
-    strategy = WEIGHT_SYNCS.get(name)
+    strategy = syncs.get(name)
     device = getattr(p, "device", p.backend)
     if getattr(strategy, "needs_cuda", False) and device != "cuda":
         errors.append(
@@ -414,39 +428,31 @@ def _check_batch_split(t: TrainerConfig, n_samples: int, world_size: int, role: 
 def _check_registered(name: str, builtins: tuple[str, ...], registry_name: str) -> list[str]:
     if name in builtins:
         return []
-    # Not a built-in: look in the registry, where user code may have added it (imported here, not at the top:
-    # the algorithms package imports torch, and checking a recipe must not).
-    from skyrl_train.algorithms import registry
-
-    reg = getattr(registry, registry_name)
+    # Not a built-in: look in the registry, where user code may have added it
+    reg = getattr(names, registry_name)
     if name in reg:
         return []
     return [reg.unknown_message(name)]
 
 
 def _check_dispatcher(name: str) -> list[str]:
-    if name in DISPATCHERS:
+    if name in names.DISPATCHERS:
         return []
-    return [DISPATCHERS.unknown_message(name)]
+    return [names.DISPATCHERS.unknown_message(name)]
 
 
 def _check_agent(name: str) -> list[str]:
-    from skyrl_train.agent.registry import AGENTS
-
-    if name in AGENTS:
+    if name in names.AGENTS:
         return []
-    return [AGENTS.unknown_message(name)]
+    return [names.AGENTS.unknown_message(name)]
 
 
 def _check_sections(g: GeneratorConfig) -> list[str]:
     """A dispatcher's or agent's own section is set only when that dispatcher or agent runs (else it would do
     nothing), and the react tools are registered."""
-    from skyrl_train.agent.registry import AGENTS
-    from skyrl_train.agent.runner import dispatcher_family
-
     errors: list[str] = []
-    if g.dispatcher in DISPATCHERS:
-        family = dispatcher_family(g.dispatcher)
+    if g.dispatcher in names.DISPATCHERS:
+        family = names.dispatcher_family(g.dispatcher)
         for section in ("fixed_pool", "async_pipeline"):
             changed = _changed_keys(getattr(g, section))
             if changed and family != section:
@@ -454,20 +460,16 @@ def _check_sections(g: GeneratorConfig) -> list[str]:
                     f"generator.{section}.{changed[0]} is set but generator.dispatcher={g.dispatcher!r} is not "
                     f"{section}: set generator.dispatcher={section} or leave generator.{section} out"
                 )
-    if g.agent in AGENTS:
-        from skyrl_train.agent.react import ReActTrajectory
-
-        agent = AGENTS.get(g.agent)
+    if g.agent in names.AGENTS:
         changed = _changed_keys(g.react)
-        if changed and not (isinstance(agent, type) and issubclass(agent, ReActTrajectory)):
+        if changed and not names.agent_reads_react_section(g.agent):
             errors.append(
                 f"generator.react.{changed[0]} is set but generator.agent={g.agent!r} is not a react agent: "
                 "set generator.agent=react or leave generator.react out"
             )
     if g.react.tools is not None:
-        from skyrl_train.agent.tools import TOOLS
-
-        errors += [TOOLS.unknown_message(name) for name in g.react.tools if name not in TOOLS]
+        tools = names.AGENT_TOOLS
+        errors += [tools.unknown_message(name) for name in g.react.tools if name not in tools]
     return errors
 
 

@@ -38,6 +38,7 @@ class AsyncBatchDispatcher(Dispatcher):
     """
 
     name = "async_batch"
+    family = "async_batch"
 
     def __init__(
         self,

@@ -119,6 +119,7 @@ class AsyncPipelineDispatcher(Dispatcher):
     """
 
     name = "async_pipeline"
+    family = "async_pipeline"
 
     def __init__(
         self,

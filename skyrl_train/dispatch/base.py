@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from skyrl_gym.registries import Registry
+from skyrl_train import names
 
 __all__ = [
     "DISPATCHERS",
@@ -427,6 +428,9 @@ class Dispatcher(abc.ABC):
     """
 
     name: str = "base"
+    family: str | None = None
+    """Which section of ``generator`` holds this dispatcher's settings (``"fixed_pool"``, ``"async_pipeline"``):
+    the built-in it is or builds on; ``None`` for one of another kind."""
 
     def __init__(self) -> None:
         self.stats = DispatchStats()
@@ -437,15 +441,7 @@ class Dispatcher(abc.ABC):
         """Run every job's stages and return their results, in the order of ``jobs``."""
 
 
-DISPATCHERS: Registry[Callable[..., Dispatcher]] = Registry(
-    "dispatcher",
-    "generator.dispatcher",
-    builtins={
-        "async_batch": "skyrl_train.dispatch.async_batch:AsyncBatchDispatcher",
-        "fixed_pool": "skyrl_train.dispatch.fixed_pool:FixedPoolDispatcher",
-        "async_pipeline": "skyrl_train.dispatch.async_pipeline:AsyncPipelineDispatcher",
-    },
-)
+DISPATCHERS: Registry[Callable[..., Dispatcher]] = names.DISPATCHERS
 """Dispatcher factories by name; see :func:`register_dispatcher`."""
 
 

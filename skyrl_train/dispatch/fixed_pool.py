@@ -50,6 +50,7 @@ class FixedPoolDispatcher(Dispatcher):
     """
 
     name = "fixed_pool"
+    family = "fixed_pool"
 
     def __init__(
         self,

@@ -23,11 +23,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from skyrl_gym.registries import Registry
+from skyrl_train import names
+from skyrl_train.config.rules import weight_sync_name
 
 if TYPE_CHECKING:
     import torch
 
-    from skyrl_train.config import Config
 
 __all__ = [
     "WEIGHT_SYNCS",
@@ -86,27 +87,8 @@ class WeightReceiver(abc.ABC):
         """Free what the receiver holds."""
 
 
-WEIGHT_SYNCS: Registry[type[WeightSync]] = Registry(
-    "weight sync strategy",
-    "generator.weight_sync_backend",
-    builtins={
-        "in_process": "skyrl_train.weight_sync.in_process:InProcessSync",
-        "shared_memory": "skyrl_train.weight_sync.shared_memory:SharedMemorySync",
-        "gloo": "skyrl_train.weight_sync.gloo:GlooSync",
-        "nccl": "skyrl_train.weight_sync.nccl:NcclSync",
-        "cuda_ipc": "skyrl_train.weight_sync.cuda_ipc:CudaIpcSync",
-    },
-)
+WEIGHT_SYNCS: Registry[type[WeightSync]] = names.WEIGHT_SYNCS
 """Weight-sync strategies by name; a built-in's module is imported only when it is chosen."""
-
-
-def weight_sync_name(config: Config) -> str:
-    """The strategy a run uses: ``generator.weight_sync_backend``, or when it is null, ``in_process`` for
-    an engine in the trainer's process and ``shared_memory`` for an engine process."""
-    gen = config.generator
-    if gen.weight_sync_backend is not None:
-        return gen.weight_sync_backend
-    return "shared_memory" if gen.engine_process else "in_process"
 
 
 def make_weight_sync(name: str, **options: Any) -> WeightSync:

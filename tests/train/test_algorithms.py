@@ -431,9 +431,14 @@ def test_every_shipped_algorithm_is_named_once_for_the_config_and_the_registries
     from skyrl_train.algorithms.registry import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
     from skyrl_train.config import ConfigError, load_config
 
-    assert set(ADVANTAGE_ESTIMATORS) == set(names.ADVANTAGE_ESTIMATORS) == set(BUILTIN_ADVANTAGE_ESTIMATORS)
-    assert set(POLICY_LOSSES) == set(names.POLICY_LOSSES) == set(BUILTIN_POLICY_LOSSES)
-    for name in names.ADVANTAGE_ESTIMATORS:
+    assert ADVANTAGE_ESTIMATORS is names.ADVANTAGE_ESTIMATORS and POLICY_LOSSES is names.POLICY_LOSSES
+    assert (
+        set(ADVANTAGE_ESTIMATORS)
+        == set(names.BUILTIN_ADVANTAGE_ESTIMATORS)
+        == set(BUILTIN_ADVANTAGE_ESTIMATORS)
+    )
+    assert set(POLICY_LOSSES) == set(names.BUILTIN_POLICY_LOSSES) == set(BUILTIN_POLICY_LOSSES)
+    for name in names.BUILTIN_ADVANTAGE_ESTIMATORS:
         if name != "gae":
             with pytest.raises(
                 ConfigError, match=re.escape(f"advantage_estimator={name!r} does not use values")

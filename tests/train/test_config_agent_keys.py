@@ -94,3 +94,26 @@ def test_from_config_gives_the_react_agent_its_settings(runner):
         tools=("bash", "finish"), max_turns=6, max_repeats=2, max_context=5000
     )
     assert runner().agent_kwargs == {}  # multi_turn takes none
+
+
+def test_a_registered_dispatcher_takes_the_section_of_the_built_in_it_builds_on(runner):
+    """A dispatcher's settings section is the one its class declares (``family``, inherited from the built-in
+    it extends); a plain factory has none, so a section set for it is refused."""
+    from skyrl_train.dispatch import DISPATCHERS
+
+    class MyPool(FixedPoolDispatcher):
+        """The fixed pool with a name of its own."""
+
+    DISPATCHERS.register("agent_keys_pool", MyPool)
+    DISPATCHERS.register("agent_keys_factory", lambda **kwargs: AsyncBatchDispatcher(**kwargs))
+    try:
+        pool = runner("generator.dispatcher=agent_keys_pool", "generator.fixed_pool.num_workers=3").dispatcher
+        assert type(pool) is MyPool and pool.max_concurrency == 3
+        with pytest.raises(ConfigError, match="generator.fixed_pool.num_workers is set but"):
+            load_config(
+                None, ["generator.dispatcher=agent_keys_factory", "generator.fixed_pool.num_workers=3"]
+            )
+        assert type(runner("generator.dispatcher=agent_keys_factory").dispatcher) is AsyncBatchDispatcher
+    finally:
+        DISPATCHERS.unregister("agent_keys_pool")
+        DISPATCHERS.unregister("agent_keys_factory")

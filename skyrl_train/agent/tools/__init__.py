@@ -25,10 +25,8 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import pkgutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from skyrl_gym.errors import BudgetExceeded
@@ -40,6 +38,7 @@ from skyrl_gym.tools.schema import (
     parameters_of,
     validate_value,
 )
+from skyrl_train import names
 
 __all__ = ["HIDDEN_PARAMETERS", "TOOLS", "AgentTool", "ToolOutput", "agent_tool", "resolve_tools"]
 
@@ -47,20 +46,7 @@ HIDDEN_PARAMETERS = frozenset({"timeout_s"})
 """Keyword-only parameters the agent sets (from its configuration); the model never sees them."""
 
 
-def _builtin_tools() -> dict[str, str]:
-    """The built-in tools by name: each module of this package (found without importing it) holds the tool
-    of its name, imported when first used."""
-    here = Path(__file__).parent
-    return {
-        info.name: f"{__name__}.{info.name}:{info.name}"
-        for info in pkgutil.iter_modules([str(here)])
-        if not info.name.startswith("_")
-    }
-
-
-_BUILTINS = _builtin_tools()
-
-TOOLS: Registry[AgentTool] = Registry("agent tool", config_key="generator.react.tools", builtins=_BUILTINS)
+TOOLS: Registry[AgentTool] = names.AGENT_TOOLS
 """Agent tools by name."""
 
 
