@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from skyrl_train import checkpoint as ckpt
-from skyrl_train.config import Config, SamplingParams
+from skyrl_train.config import Config, ConfigError, SamplingParams
 from skyrl_train.cost import CostTotals, cpu_seconds, step_cost
 from skyrl_train.data import Datasets, row_value
 from skyrl_train.evaluation import evaluate_rows, pass_at_k
@@ -233,10 +233,16 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------ setup
     def _build(self) -> None:
+        from skyrl_gym.envs.registration import check_env_configs
         from skyrl_train.models import load_tokenizer
         from skyrl_train.tracking import Tracker
 
         cfg, tr = self.cfg, self.cfg.trainer
+        # before any model loads: an environment setting the environment would refuse, or one for an id no
+        # environment has, would otherwise surface at the first episode (possibly inside a Ray actor)
+        problems = check_env_configs(cfg.environment.skyrl_gym)
+        if problems:
+            raise ConfigError([f"environment.skyrl_gym.{problem}" for problem in problems])
         torch.manual_seed(tr.seed)
         policy_path = tr.policy.model.path
         self.tokenizer = load_tokenizer(policy_path)

@@ -216,3 +216,72 @@ def test_broken_plugin_is_a_warning_not_a_crash(monkeypatch):
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [_BrokenEntry()])
     with pytest.warns(RuntimeWarning, match="could not load environment plugin 'broken'"):
         assert registration.load_plugins(force=True) == []
+
+
+# -- settings checked before any environment is made ------------------------------------------------------
+@dataclasses.dataclass
+class _CountdownSettings:
+    """A settings class as the built-ins declare theirs: ``from_env_config`` reads and validates."""
+
+    start: int = 3
+    step: int = 1
+
+    @classmethod
+    def from_env_config(cls, env_config):
+        values = dict(env_config or {})
+        unknown = sorted(set(values) - {"start", "step"})
+        if unknown:
+            raise ValueError(f"unknown countdown env_config key(s) {unknown}")
+        settings = cls(**values)
+        if settings.start < 1:
+            raise ValueError(f"env_config.start must be at least 1, got {settings.start}")
+        return settings
+
+
+def test_a_spec_checks_its_settings_over_its_defaults_without_making_the_environment():
+    made = []
+    env_id = "countdown_settings_test"
+    skyrl_gym.register(
+        id=env_id,
+        entry_point=lambda **kwargs: made.append(kwargs),
+        kwargs={"env_config": {"start": 5}},
+        config=_CountdownSettings,
+    )
+    try:
+        env_spec = skyrl_gym.spec(env_id)
+        assert env_spec.check_config(None) == _CountdownSettings(start=5, step=1)
+        assert env_spec.check_config({"step": 2}) == _CountdownSettings(start=5, step=2)
+        with pytest.raises(ValueError, match="start must be at least 1"):
+            env_spec.check_config({"start": 0})
+        assert skyrl_gym.envs.check_env_configs({env_id: {"strat": 4}, "text2sq": {}}) == [
+            f"{env_id}: unknown countdown env_config key(s) ['strat']",
+            f"text2sq: {registration._unknown_message('text2sq')}",
+        ]
+        assert made == []  # checking made nothing
+    finally:
+        skyrl_gym.deregister(env_id)
+
+
+def test_every_built_in_that_reads_settings_declares_them_and_refuses_a_misspelt_key():
+    """The built-ins' settings are checked as the environments read them: a default config is accepted, a
+    misspelt key is refused with the closest valid one. Those without a settings class read none of theirs
+    through one (math's multi-turn variant reads only ``max_turns``)."""
+    without = sorted(env_id for env_id in skyrl_gym.registry if skyrl_gym.spec(env_id).config is None)
+    assert set(without) <= {"math", "math_multi_turn", "aime", "wordle"}, without
+    for env_id in sorted(skyrl_gym.registry):
+        env_spec = skyrl_gym.spec(env_id)
+        if env_spec.config is None:
+            continue
+        settings = env_spec.check_config(None)
+        assert dataclasses.is_dataclass(settings), env_id
+        first = dataclasses.fields(settings)[0].name
+        problems = skyrl_gym.envs.check_env_configs({env_id: {f"{first}x": 1}})
+        assert len(problems) == 1 and f"did you mean {first!r}" in problems[0], problems
+
+
+def test_a_malformed_settings_class_path_is_refused_at_registration():
+    with pytest.raises(RegistrationError, match="malformed settings class"):
+        skyrl_gym.register(
+            id="bad_settings_test", entry_point="envs_for_tests:CountdownEnv", config="nocolon"
+        )
+    assert "bad_settings_test" not in skyrl_gym.registry

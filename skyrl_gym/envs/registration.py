@@ -32,6 +32,7 @@ __all__ = [
     "pprint_registry",
     "load_plugins",
     "load_env_creator",
+    "check_env_configs",
     "PLUGIN_GROUP",
 ]
 
@@ -51,6 +52,10 @@ class EnvSpec:
         budget: the default :class:`~skyrl_gym.budget.Budget` of every episode.
         description: one line for ``pprint_registry``.
         nondeterministic: the environment's episodes may differ for equal seeds and actions.
+        config: ``"module:Class"`` (or the class) of the environment's settings: a class whose
+            ``from_env_config(env_config)`` reads and validates them as the environment does, so that a wrong
+            setting is found before any environment is made (:meth:`check_config`); ``None``: the environment
+            declares none and its settings are not checked.
     """
 
     id: str
@@ -59,6 +64,7 @@ class EnvSpec:
     budget: Budget = dataclasses.field(default_factory=Budget)
     description: str = ""
     nondeterministic: bool = False
+    config: str | type | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id or any(c.isspace() for c in self.id) or "/" in self.id:
@@ -74,6 +80,10 @@ class EnvSpec:
         elif not callable(self.entry_point):
             raise RegistrationError(
                 f"entry point of '{self.id}' must be a 'module:Class' string or a callable"
+            )
+        if isinstance(self.config, str) and (self.config.count(":") != 1 or not all(self.config.split(":"))):
+            raise RegistrationError(
+                f"malformed settings class {self.config!r} for '{self.id}': expected 'package.module:ClassName'"
             )
         self.budget = Budget.coerce(self.budget)
 
@@ -94,10 +104,27 @@ class EnvSpec:
         except RegistrationError as exc:
             raise RegistrationError(f"entry point of '{self.id}': {exc}") from None
 
+    def check_config(self, env_config: Any = None) -> Any:
+        """The environment's settings read from ``env_config`` over the spec's own ``env_config`` defaults,
+        as the environment reads them when it is made: what it would raise on a wrong setting is raised here
+        (``ValueError`` or ``TypeError``), and nothing is made. ``None`` when the spec declares no settings."""
+        if self.config is None:
+            return None
+        settings = self.config
+        if isinstance(settings, str):
+            try:
+                settings = load_env_creator(settings)
+            except RegistrationError as exc:
+                raise RegistrationError(f"settings class of '{self.id}': {exc}") from None
+        return settings.from_env_config(to_env_config(self.kwargs.get("env_config"), env_config))
+
     def to_json(self) -> str:
-        """The spec as JSON; a callable entry point cannot be serialised."""
-        if callable(self.entry_point):
-            raise ValueError(f"'{self.id}' has a callable entry point, which cannot be serialised to JSON")
+        """The spec as JSON; a callable entry point or a settings class given as an object cannot be
+        serialised."""
+        if callable(self.entry_point) or isinstance(self.config, type):
+            raise ValueError(
+                f"'{self.id}' has a callable entry point or settings class, which cannot be serialised to JSON"
+            )
         data = dataclasses.asdict(self)
         return json.dumps(data)
 
@@ -171,6 +198,7 @@ def register(
     budget: Budget | dict[str, Any] | None = None,
     description: str = "",
     nondeterministic: bool = False,
+    config: str | type | None = None,
 ) -> EnvSpec:
     """Register an environment under ``id``; see :class:`EnvSpec` for the arguments.
 
@@ -184,6 +212,7 @@ def register(
         budget=Budget.coerce(budget),
         description=description,
         nondeterministic=nondeterministic,
+        config=config,
     )
     old = registry.get(id)
     if old is not None:
@@ -216,6 +245,20 @@ def spec(env_id: str) -> EnvSpec:
     if found is None:
         raise UnknownEnvironmentError(_unknown_message(env_id))
     return found
+
+
+def check_env_configs(env_configs: Any) -> list[str]:
+    """Every problem of ``env_configs`` (``env_config`` by environment id, as a trainer's
+    ``environment.skyrl_gym`` holds them), one ``"<id>: <message>"`` each: an id no environment is registered
+    under (with a did-you-mean), a setting the environment would refuse when made
+    (:meth:`EnvSpec.check_config`)."""
+    problems = []
+    for env_id, env_config in dict(env_configs or {}).items():
+        try:
+            spec(str(env_id)).check_config(env_config)
+        except (UnknownEnvironmentError, ValueError, TypeError) as exc:
+            problems.append(f"{env_id}: {exc}")
+    return problems
 
 
 def _unknown_message(env_id: str) -> str:
