@@ -553,19 +553,27 @@ class FSDPWorker:
     # -- optimizer step
 
     def _clip_and_step(self) -> dict[str, float]:
-        """Clip gradients (FSDP-aware), step the optimizer and the scheduler; skip non-finite steps."""
+        """Clip gradients (FSDP-aware), step the optimizer and the scheduler; skip non-finite steps, and steps
+        with no gradient at all (a batch whose every advantage is 0 and no other loss term): Adam would still
+        move every weight by its momentum, and weight decay shrink them, on no signal."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = float(self.max_grad_norm) if self.max_grad_norm else float("inf")
         grad_norm = _full_value(torch.nn.utils.clip_grad_norm_(params, max_norm))
         lr = float(self.optimizer.param_groups[0]["lr"])
         skipped = not math.isfinite(grad_norm)
-        if not skipped:
+        no_gradient = grad_norm == 0.0
+        if not (skipped or no_gradient):
             self.optimizer.step()
             self.scheduler.step()
             self.global_step += 1
         self.optimizer.zero_grad(set_to_none=True)
         self.model.eval()
-        return {"grad_norm": grad_norm, "lr": lr, "skipped_step": float(skipped)}
+        return {
+            "grad_norm": grad_norm,
+            "lr": lr,
+            "skipped_step": float(skipped),
+            "no_gradient_step": float(no_gradient),
+        }
 
     def _global_counts(self, tensors: Mapping[str, torch.Tensor]) -> tuple[float, float]:
         tokens = float(tensors["response_mask"].sum())

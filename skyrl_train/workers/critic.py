@@ -135,7 +135,7 @@ class CriticWorker(FSDPWorker):
         """One optimizer step of the value loss on one mini-batch (needs ``values`` and ``returns``).
 
         Returns ``critic/loss``, ``critic/vf_clip_frac``, ``critic/values_mean``, ``critic/grad_norm``,
-        ``critic/lr`` and ``critic/skipped_step``, averaged over ranks.
+        ``critic/lr``, ``critic/skipped_step`` and ``critic/no_gradient_step``, averaged over ranks.
         """
         from skyrl_train.algorithms.reductions import masked_mean
         from skyrl_train.algorithms.value_loss import value_loss

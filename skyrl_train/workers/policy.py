@@ -133,7 +133,8 @@ class PolicyWorker(FSDPWorker):
         ``policy/loss``, ``policy/pg_loss``, ``policy/entropy`` (token mean), ``policy/grad_norm`` (before
         clipping), ``policy/nll`` (the trained tokens' negative log-likelihood before the update, reduced like
         the loss), ``policy/lr``, ``policy/skipped_step`` (1 when the gradient was not finite and the step
-        was skipped), the loss's own metrics (``policy/clip_frac``...), and, when the batch carries
+        was skipped), ``policy/no_gradient_step`` (1 when the gradient was exactly 0, as in a batch without
+        reward variance, and no update was made), the loss's own metrics (``policy/clip_frac``...), and, when the batch carries
         ``ref_log_probs``, ``policy/kl`` (and ``policy/kl_loss`` when the KL loss is on).
         """
         tensors = batch_tensors(batch)

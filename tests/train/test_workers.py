@@ -243,3 +243,23 @@ def test_gradient_checkpointing_gives_the_same_step():
         weights.append(worker.full_state_dict())
     for name in weights[0]:
         torch.testing.assert_close(weights[1][name], weights[0][name], atol=1e-6, rtol=0)
+
+
+def test_a_batch_without_signal_makes_no_update():
+    """All advantages 0 and no other loss term: the gradient is exactly 0, and no update is made (Adam would
+    otherwise move every weight by its momentum from the step before)."""
+    worker = policy()
+    batch = with_old_log_probs(worker, make_batch())
+    worker.train_step(batch)  # a real step first, so that Adam has momentum to spend
+    assert worker.global_step == 1
+    silent = dict(batch)
+    silent["advantages"] = torch.zeros_like(batch["advantages"])
+    before = worker.full_state_dict()
+    metrics = worker.train_step(with_old_log_probs(worker, silent))
+    assert metrics["policy/grad_norm"] == 0.0
+    assert metrics["policy/no_gradient_step"] == 1.0 and metrics["policy/skipped_step"] == 0.0
+    assert worker.global_step == 1
+    after = worker.full_state_dict()
+    assert all(torch.equal(before[name], after[name]) for name in before)
+    assert worker.train_step(with_old_log_probs(worker, batch))["policy/no_gradient_step"] == 0.0
+    assert worker.global_step == 2
