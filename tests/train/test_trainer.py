@@ -206,6 +206,9 @@ def test_a_training_step_on_two_gloo_workers(tiny_model, sql_files, tmp_path):
         "trainer.placement.policy_num_gpus_per_node=2",
         "trainer.micro_train_batch_size_per_gpu=2",  # each worker trains on 2 of the 4 trajectories
         "trainer.eval_before_train=false",
+        # the tiny model earns no reward: the entropy bonus gives the GRPO step a gradient (a step with none
+        # makes no update)
+        "trainer.algorithm.use_entropy_loss=true",
     )
     assert config.policy_world_size == 2
     with Trainer(config) as trainer:
