@@ -38,10 +38,10 @@ def check_rules(cfg: Config) -> list[str]:
     t, g, a, p = cfg.trainer, cfg.generator, cfg.trainer.algorithm, cfg.trainer.placement
 
     # 1. The advantage estimator, the policy loss and the dispatcher exist (built in or registered).
-    errors += _check_registered(a.advantage_estimator, BUILTIN_ADVANTAGE_ESTIMATORS, "ADVANTAGE_ESTIMATORS")
-    errors += _check_registered(a.policy_loss_type, BUILTIN_POLICY_LOSSES, "POLICY_LOSSES")
-    errors += _check_dispatcher(g.dispatcher)
-    errors += _check_agent(g.agent)
+    errors += _check_registered(a.advantage_estimator, names.ADVANTAGE_ESTIMATORS)
+    errors += _check_registered(a.policy_loss_type, names.POLICY_LOSSES)
+    errors += _check_registered(g.dispatcher, names.DISPATCHERS)
+    errors += _check_registered(g.agent, names.AGENTS)
     errors += _check_sections(g)
 
     # 2. GAE needs a critic, and a critic is only loaded for an estimator that uses it.
@@ -321,7 +321,6 @@ def weight_sync_name(config: Config) -> str:
 
 def _check_weight_sync(cfg: Config) -> list[str]:
     syncs = names.WEIGHT_SYNCS
-
     g, p = cfg.generator, cfg.trainer.placement
     errors: list[str] = []
     if g.engine_process and g.backend != "hf":
@@ -425,26 +424,9 @@ def _check_batch_split(t: TrainerConfig, n_samples: int, world_size: int, role: 
     return []
 
 
-def _check_registered(name: str, builtins: tuple[str, ...], registry_name: str) -> list[str]:
-    if name in builtins:
-        return []
-    # Not a built-in: look in the registry, where user code may have added it
-    reg = getattr(names, registry_name)
-    if name in reg:
-        return []
-    return [reg.unknown_message(name)]
-
-
-def _check_dispatcher(name: str) -> list[str]:
-    if name in names.DISPATCHERS:
-        return []
-    return [names.DISPATCHERS.unknown_message(name)]
-
-
-def _check_agent(name: str) -> list[str]:
-    if name in names.AGENTS:
-        return []
-    return [names.AGENTS.unknown_message(name)]
+def _check_registered(name: str, registry: Any) -> list[str]:
+    """A configured name is a built-in or one that user code registered (a did-you-mean otherwise)."""
+    return [] if name in registry else [registry.unknown_message(name)]
 
 
 def _check_sections(g: GeneratorConfig) -> list[str]:
