@@ -202,6 +202,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; a user's error prints ``error: <message>`` and returns 2."""
+    # MKL must use the threads it is given rather than pick a number per call, or a run's sums (and so its
+    # weights) depend on what else the machine was doing: Intel's condition for reproducible results
+    os.environ.setdefault("MKL_DYNAMIC", "FALSE")
     args = _parser().parse_args(argv)
     if args.command in ("train", "eval", "config"):
         args.recipe_defaulted = args.recipe is None

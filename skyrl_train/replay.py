@@ -5,8 +5,10 @@
   later recorded step's batch from its tokens, loss masks, rewards and sampler log-probs, runs the trainer's
   own update (:func:`skyrl_train.trainer.update_on_batch`), and compares the advantages with the recorded
   ones, the update's metrics with ``metrics.jsonl`` and, when the checkpoint of the last replayed step is
-  kept, the weights with it. In one CPU process with the run's thread count the update is a pure function
-  of the weights and the batch, so all of them are bitwise equal. Needs every trajectory of those steps
+  kept, the weights with it. It runs with the run's thread count (recorded in the plan), so in one CPU process
+  the update is a pure function of the weights and the batch and all of them come out bitwise equal; where the
+  BLAS library sums in an order that depends on more than that (see :class:`WeightsVerdict`), it says by how
+  much the weights differ, measured against the step's own change. Needs every trajectory of those steps
   recorded (``trainer.record.sample: 1``, under ``max_mb``) and a checkpoint before them
   (``trainer.ckpt_interval``, ``trainer.max_ckpts_to_keep``).
 - :func:`replay_episodes` (``skyrl-train replay RUN --episodes``) steps the environments as they are now with
@@ -36,6 +38,7 @@ __all__ = [
     "RecordedTurn",
     "StepReplay",
     "TrainingReplay",
+    "WeightsVerdict",
     "recorded_turns",
     "replay_episodes",
     "replay_training",
@@ -69,12 +72,13 @@ class TrainingReplay:
     checkpoint_step: int
     """The replay started from the checkpoint written after this step."""
     steps: list[StepReplay]
-    weights: str
-    """``"equal"``, ``"differ"``, or why they were not compared."""
+    weights: WeightsVerdict
+    """The weights after the last replayed step against its checkpoint (``weights.verdict``: ``"equal"``,
+    ``"differ"``, or why they were not compared)."""
 
     @property
     def equal(self) -> bool:
-        return bool(self.steps) and all(s.equal for s in self.steps) and self.weights != "differ"
+        return bool(self.steps) and all(s.equal for s in self.steps) and self.weights.verdict != "differ"
 
 
 def _by_step(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -119,22 +123,63 @@ def _logged_metrics(run_dir: Path) -> dict[int, dict[str, Any]]:
     return logged
 
 
-def _weights_versus(worker: Any, folder: Path) -> str:
-    """Whether ``worker``'s weights equal those saved in checkpoint worker folder ``folder``."""
+def _saved_weights(like: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """The model weights saved in checkpoint worker folder ``folder``, shaped as ``like``."""
     import torch
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     from skyrl_train.workers.base import _single_process_dcp_quiet
 
-    if not hasattr(worker, "model"):
-        return "not compared: the policy runs in other processes"
-    current = get_model_state_dict(worker.model)
-    saved = {k: torch.empty_like(v) for k, v in current.items()}
+    saved = {k: torch.empty_like(v) for k, v in like.items()}
     with _single_process_dcp_quiet(False):
         dcp.load({"model": saved}, checkpoint_id=str(folder / "dcp"), no_dist=True)
+    return saved
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightsVerdict:
+    """The replayed weights against the run's checkpoint of the same step.
+
+    ``verdict``: ``"equal"`` (bitwise), ``"differ"``, or why they were not compared. When they differ,
+    ``tensors`` of ``of`` tensors differ, by at most ``largest`` (absolute), and ``relative`` is that over the
+    largest change the run's own steps made to any weight since the checkpoint the replay started from: a last-bit
+    difference in a sum (a BLAS library that splits it by the threads it finds free) leaves it near 1e-7 to 1e-4;
+    a wrong update (another optimizer state, learning rate or batch) leaves it near 1."""
+
+    verdict: str
+    tensors: int = 0
+    of: int = 0
+    largest: float = 0.0
+    relative: float = 0.0
+
+    def __str__(self) -> str:
+        if self.verdict != "differ":
+            return self.verdict
+        return (
+            f"differ in {self.tensors} of {self.of} tensors, by at most {self.largest:.3g}: "
+            f"{self.relative:.3g} of the largest change the recorded steps made"
+        )
+
+
+def _weights_versus(worker: Any, folder: Path, before: Path) -> WeightsVerdict:
+    """``worker``'s weights against those saved in checkpoint worker folder ``folder``; ``before``: the worker
+    folder of the checkpoint the replay started from (read only when they differ, to size the difference)."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    if not hasattr(worker, "model"):
+        return WeightsVerdict("not compared: the policy runs in other processes")
+    current = get_model_state_dict(worker.model)
+    saved = _saved_weights(current, folder)
     differing = [k for k in current if not torch.equal(current[k], saved[k])]
-    return "equal" if not differing else "differ"
+    if not differing:
+        return WeightsVerdict("equal")
+    largest = max(float((current[k] - saved[k]).abs().max()) for k in differing)
+    start = _saved_weights(current, before)
+    moved = max(float((saved[k] - start[k]).abs().max()) for k in current)
+    return WeightsVerdict(
+        "differ", len(differing), len(current), largest, largest / moved if moved else float("inf")
+    )
 
 
 def _run_config(run_dir: Path, checkpoint: Path | None) -> Any:
@@ -152,6 +197,8 @@ def replay_training(run_dir: str | Path, *, from_step: int | None = None) -> Tra
 
     ``from_step``: the checkpoint to start from (default: the newest one followed by a recorded step).
     Raises ``ValueError`` when the run has no such checkpoint or its steps were not recorded whole."""
+    import torch
+
     from skyrl_train import checkpoint as ckpt
     from skyrl_train.batch import TrainingBatch
     from skyrl_train.models import load_tokenizer
@@ -204,7 +251,10 @@ def replay_training(run_dir: str | Path, *, from_step: int | None = None) -> Tra
     ckpt.load_checkpoint(checkpoints[from_step], workers, restore_rng=False)
     logged = _logged_metrics(run_dir)
     results = []
+    threads = torch.get_num_threads()
     try:
+        if plan.get("torch_threads"):  # the run's own: a sum split over other threads adds in another order
+            torch.set_num_threads(int(plan["torch_threads"]))
         for step in steps:
             rows = recorded[step]
             batch = TrainingBatch.from_trajectories([_trajectory(r) for r in rows], tokenizer.pad_token_id)
@@ -222,11 +272,12 @@ def replay_training(run_dir: str | Path, *, from_step: int | None = None) -> Tra
             results.append(StepReplay(step, compared, advantages_equal))
         last = checkpoints.get(steps[-1])
         weights = (
-            _weights_versus(parts.policy, last / "policy")
+            _weights_versus(parts.policy, last / "policy", checkpoints[from_step] / "policy")
             if last is not None
-            else f"not compared: no checkpoint after step {steps[-1]} is kept"
+            else WeightsVerdict(f"not compared: no checkpoint after step {steps[-1]} is kept")
         )
     finally:
+        torch.set_num_threads(threads)
         for worker in (parts.policy, parts.ref, parts.critic):
             if worker is not None:
                 worker.shutdown()

@@ -279,6 +279,8 @@ class Trainer:
             "log_offset": self.log_offset,
             "policy_updates": self._policy_updates,
             "on_policy": self.on_policy,
+            # a sum split over another number of threads is summed in another order: a replay uses these
+            "torch_threads": torch.get_num_threads(),
         }
 
         self._build_parts(device)

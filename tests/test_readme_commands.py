@@ -312,7 +312,13 @@ def test_view_writes_the_runs_page(sql_run, workdir):
 def test_replay_reruns_the_last_step(sql_run, workdir):
     out = run(readme(REPLAY), workdir, timeout=300)
     assert "from the checkpoint after step 1:" in out and "bitwise equal" in out
-    assert "weights after step 2: equal" in out
+    # The weights: bitwise equal where the BLAS library sums in an order fixed by the thread count (so here).
+    # On some CPUs MKL's sum order depends on more than that, and a step with a gradient then leaves last-bit
+    # differences; the replay sizes them against the step's own change, which a wrong update (another
+    # optimizer state, learning rate or batch) would match, not fall a thousand times short of.
+    found = re.search(r"weights after step 2: (equal|differ .*: (\S+) of the largest change)", out)
+    assert found, out
+    assert found.group(1) == "equal" or float(found.group(2)) < 1e-3, out
 
 
 @pytest.mark.slow

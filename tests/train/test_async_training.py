@@ -163,7 +163,7 @@ def test_the_updates_of_an_async_run_replay_from_its_record(tiny_model, sql_file
         trainer.fit()
     replay = replay_training(run_dir, from_step=1)
     assert [s.step for s in replay.steps] == [2] and "policy/loss" in replay.steps[0].metrics
-    assert replay.equal and replay.weights == "equal", replay
+    assert replay.equal and replay.weights.verdict == "equal", replay
 
 
 def test_staleness_zero_holds_generation_back_until_each_push(tiny_model, sql_files, tmp_path):

@@ -10,8 +10,9 @@ import shutil
 import subprocess
 
 import pytest
+import torch
 
-from skyrl_train.record import FOLDER, RecordSettings, RolloutRecorder, _chosen, read_rollouts
+from skyrl_train.record import FOLDER, RecordSettings, RolloutRecorder, _chosen, read_plan, read_rollouts
 from skyrl_train.replay import RecordedEnv, replay_episodes, replay_training
 from skyrl_train.trainer import Trainer
 from skyrl_train.viewer import build_view
@@ -149,7 +150,8 @@ def test_replay_reruns_the_recorded_update_bit_for_bit(run_dir, capsys):
     )
     assert step.advantages_equal and all(a == b for a, b in step.metrics.values()), step.metrics
     assert step.metrics["policy/loss"][0] != 0.0  # a real update was replayed
-    assert result.weights == "equal" and result.equal
+    assert result.weights.verdict == "equal" and result.equal
+    assert read_plan(run_dir)["torch_threads"] == torch.get_num_threads()  # the replay's threads
     assert main(["replay", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "step 2: policy/loss recorded" in out and "bitwise equal" in out and "after step 2: equal" in out
@@ -163,7 +165,13 @@ def test_replay_notices_a_changed_token(run_dir, tmp_path):
     result = replay_training(_tampered(run_dir, tmp_path, 2, 0, change))
     (step,) = result.steps
     differing = {k for k, (a, b) in step.metrics.items() if a != b}
-    assert not result.equal and {"policy/nll", "policy/grad_norm"} <= differing and result.weights == "differ"
+    assert (
+        not result.equal
+        and {"policy/nll", "policy/grad_norm"} <= differing
+        and result.weights.verdict == "differ"
+    )
+    # a wrong batch moves the weights by a share of the step's own change, far from a last-bit difference
+    assert 0 < result.weights.tensors <= result.weights.of and result.weights.relative > 1e-3, result.weights
 
 
 def test_replay_refuses_a_run_it_cannot_rerun(run_dir, tmp_path):
