@@ -19,24 +19,22 @@ instead (``Doc 1(Title: "Warsaw") Warsaw is ...``), without the JSON wrapper.
 
 A local retriever (an object with ``search(query, topk)`` returning passages that have ``to_document()`` and
 ``score``, or documents as dicts) goes through the same formatting: its hits are put in the server's
-response shape first. Only the standard library is used; this module knows no environment.
+response shape first. Requests go through :class:`skyrl_gym.http_client.HttpClient`; this module knows no
+environment.
 """
 
 from __future__ import annotations
 
 import http
-import http.client
-import ipaddress
 import json
 import logging
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from skyrl_gym.http_client import HttpClient, NoAnswer, retryable_status
 from skyrl_gym.tools.core import ToolGroup, tool
 
 __all__ = [
@@ -124,16 +122,6 @@ def normalize_search_url(search_url: str) -> str:
     return urllib.parse.urlunsplit(parts)
 
 
-def _is_loopback(url: str) -> bool:
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _server_message(raw: bytes) -> str:
     """What a failing server said: its JSON ``error`` field, else the start of its body."""
     try:
@@ -154,14 +142,6 @@ def _phrase(status: int) -> str:
         return ""
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    reason = getattr(exc, "reason", None)
-    # requests names its timeouts ReadTimeout / ConnectTimeout and does not derive them from TimeoutError
-    return (
-        isinstance(exc, TimeoutError) or isinstance(reason, TimeoutError) or "Timeout" in type(exc).__name__
-    )
-
-
 class SearchSession:
     """How requests reach retrieval servers: the request format, the retry policy and the transport.
 
@@ -170,8 +150,8 @@ class SearchSession:
         retries: further attempts after a connection failure, a timeout or a 5xx / 429 answer.
         backoff_s: the wait before the first retry; it doubles with each one.
         transport: a ``requests.Session``-like object (``post(url, data=, headers=, timeout=)`` returning a
-            response with ``status_code`` and ``content``) to send through; ``None``: ``urllib``, with no
-            proxy for servers on this machine.
+            response with ``status_code`` and ``content``) to send through; ``None``: the project's HTTP client
+            (:mod:`skyrl_gym.http_client`: httpx, with no proxy for servers on this machine).
 
     One session may be shared by threads: it keeps no per-request state.
     """
@@ -200,8 +180,7 @@ class SearchSession:
         self.retries = retries
         self.backoff_s = float(backoff_s)
         self.transport = transport
-        self._direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        self._proxied = urllib.request.build_opener()
+        self._http = HttpClient(retries=retries, backoff_s=backoff_s)
 
     def __repr__(self) -> str:
         return f"SearchSession({self.request_format!r}, retries={self.retries})"
@@ -234,81 +213,79 @@ class SearchSession:
         """
         endpoint = normalize_search_url(url)
         data = json.dumps(self.payload(query, topk, return_scores)).encode("utf-8")
-        attempts = self.retries + 1
-        last: SearchRequestError | None = None
-        for attempt in range(1, attempts + 1):
-            if attempt > 1:
-                time.sleep(self.backoff_s * 2 ** (attempt - 2))
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        started = time.perf_counter()
+
+        def before_attempt(attempt: int, attempts: int) -> None:
+            nonlocal started
+            started = time.perf_counter()
             if log_requests:
                 logger.info(
                     "%sAttempt %d/%d: Calling search API at %s", log_prefix, attempt, attempts, endpoint
                 )
-            started = time.perf_counter()
-            try:
-                status, raw = self._send(endpoint, data, timeout)
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-                if _is_timeout(exc):
-                    reason = f"no answer within {timeout:g} s"
-                    last = SearchRequestError("Timeout Error", reason, reason=reason, attempts=attempt)
-                else:
-                    cause = getattr(exc, "reason", exc)
-                    reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
-                    last = SearchRequestError("Connection Error", reason, reason=reason, attempts=attempt)
-                logger.warning("%s%s", log_prefix, last)
-                continue
-            if status >= 400:
-                message = _server_message(raw)
-                reason = f"HTTP {status}: {message}" if message else f"HTTP {status}"
-                if status >= 500 or status == 429:
-                    detail = f"Server Error ({status}) on attempt {attempt}/{attempts}"
-                    last = SearchRequestError(
-                        "API Request Error", detail, reason=reason, status=status, attempts=attempt
-                    )
-                    logger.warning("%s%s", log_prefix, last)
-                    continue
-                detail = f"{status} Client Error: {_phrase(status)} for url: {endpoint}"
-                raise SearchRequestError(
+
+        def after_failure(attempt: int, attempts: int, reason: str) -> None:
+            logger.warning("%sattempt %d/%d failed: %s", log_prefix, attempt, attempts, reason)
+
+        try:
+            reply = self._http.post(
+                endpoint,
+                data,
+                headers=headers,
+                timeout=timeout,
+                send=self._send_through_transport if self.transport is not None else None,
+                before_attempt=before_attempt,
+                after_failure=after_failure,
+            )
+        except NoAnswer as exc:
+            kind = "Timeout Error" if exc.kind == "timeout" else "Connection Error"
+            error = SearchRequestError(kind, exc.reason, reason=exc.reason, attempts=exc.attempts)
+            logger.warning("%s%s", log_prefix, error)
+            raise error from None
+        status, raw, attempt, attempts = reply.status, reply.content, reply.attempts, self.retries + 1
+        if status >= 400:
+            message = _server_message(raw)
+            reason = f"HTTP {status}: {message}" if message else f"HTTP {status}"
+            if retryable_status(status):
+                detail = f"Server Error ({status}) on attempt {attempt}/{attempts}"
+                error = SearchRequestError(
                     "API Request Error", detail, reason=reason, status=status, attempts=attempt
                 )
-            try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                text = raw[:200].decode("utf-8", "replace")
-                raise SearchRequestError(
-                    "API Response JSON Decode Error",
-                    f"{exc}, Response: {text}",
-                    reason=f"the answer is not JSON: {raw[:120]!r}",
-                    status=status,
-                    attempts=attempt,
-                ) from None
-            if log_requests:
-                logger.info(
-                    "%sSearch API call successful on attempt %d (%.1f ms)",
-                    log_prefix,
-                    attempt,
-                    (time.perf_counter() - started) * 1000,
-                )
-            return body
-        assert last is not None  # the loop ran at least once and every pass that did not return set it
-        raise last
-
-    def _send(self, url: str, data: bytes, timeout: float) -> tuple[int, bytes]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.transport is not None:
-            response = self.transport.post(url, data=data, headers=headers, timeout=timeout)
-            return int(response.status_code), bytes(response.content)
-        # a proxy configured for the outside world must not intercept a server on this machine
-        opener = self._direct if _is_loopback(url) else self._proxied
-        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+                logger.warning("%s%s", log_prefix, error)
+                raise error
+            detail = f"{status} Client Error: {_phrase(status)} for url: {endpoint}"
+            raise SearchRequestError(
+                "API Request Error", detail, reason=reason, status=status, attempts=attempt
+            )
         try:
-            with opener.open(request, timeout=timeout) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            try:
-                raw = exc.read()
-            except (OSError, http.client.HTTPException):
-                raw = b""
-            return exc.code, raw
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            text = raw[:200].decode("utf-8", "replace")
+            raise SearchRequestError(
+                "API Response JSON Decode Error",
+                f"{exc}, Response: {text}",
+                reason=f"the answer is not JSON: {raw[:120]!r}",
+                status=status,
+                attempts=attempt,
+            ) from None
+        if log_requests:
+            logger.info(
+                "%sSearch API call successful on attempt %d (%.1f ms)",
+                log_prefix,
+                attempt,
+                (time.perf_counter() - started) * 1000,
+            )
+        return body
+
+    def _send_through_transport(
+        self, url: str, data: bytes, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        response = self.transport.post(url, data=data, headers=dict(headers), timeout=timeout)
+        return int(response.status_code), bytes(response.content)
+
+    def close(self) -> None:
+        """Close the session's connections (a later request opens new ones)."""
+        self._http.close()
 
 
 def call_search_api(

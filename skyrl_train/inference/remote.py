@@ -5,8 +5,8 @@ reply must carry the generated token ids, either as `choices[i].token_ids` (`ret
 or as `logprobs.tokens` of the form "token_id:123" (`return_tokens_as_token_ids`); both are requested.
 Text is never re-tokenised: a server that returns neither is refused with a clear error.
 
-Only the standard library is used (urllib in a thread pool), one HTTP request per prompt, so any
-server works; `max_concurrency` bounds the requests in flight.
+One HTTP request per prompt, through the project's HTTP client (`skyrl_gym.http_client`: httpx, with
+retries) from a thread pool, so any server works; `max_concurrency` bounds the requests in flight.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from skyrl_gym.http_client import HttpClient
 from skyrl_train.inference.base import GenerationOutput, InferenceEngine, SamplingParams
 
 
@@ -75,6 +73,8 @@ class RemoteEngine(InferenceEngine):
         self.extra_body = dict(extra_body or {})
         self.weight_update_fn = weight_update_fn
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="remote-engine")
+        # a request that timed out is not sent again: a server too slow to answer only gets slower with more
+        self._http = HttpClient(retries=max_retries, retry_timeouts=False, max_connections=max_concurrency)
 
     @classmethod
     def from_config(
@@ -145,6 +145,7 @@ class RemoteEngine(InferenceEngine):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
 
     # ----------------------------------------------------------------- wire format
 
@@ -181,41 +182,27 @@ class RemoteEngine(InferenceEngine):
         return body
 
     def _post(self, body: dict[str, Any], url: str | None = None) -> dict[str, Any]:
+        from skyrl_gym.http_client import NoAnswer
+
         url = url or self.url
-        data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        attempt = 0
-        while True:
-            request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = response.read()
-                break
-            except urllib.error.HTTPError as error:
-                detail = error.read().decode(errors="replace")[:1000]
-                retryable = error.code >= 500 or error.code == 429
-                if not retryable or attempt >= self.max_retries:
-                    raise RemoteEngineError(f"{url} answered HTTP {error.code}: {detail}") from None
-            except TimeoutError as error:
-                raise RemoteEngineError(f"no answer from {url} within {self.timeout_s} s") from error
-            except urllib.error.URLError as error:
-                if isinstance(error.reason, TimeoutError):
-                    raise RemoteEngineError(f"no answer from {url} within {self.timeout_s} s") from error
-                if attempt >= self.max_retries:
-                    raise RemoteEngineError(
-                        f"cannot reach {url}: {error.reason}; is the server running and the URL right?"
-                    ) from error
-            except ConnectionError as error:
-                if attempt >= self.max_retries:
-                    raise RemoteEngineError(f"connection to {url} failed: {error}") from error
-            attempt += 1
-            time.sleep(0.5 * 2 ** (attempt - 1))
         try:
-            return json.loads(payload)
+            reply = self._http.post(url, json.dumps(body).encode(), headers=headers, timeout=self.timeout_s)
+        except NoAnswer as error:
+            if error.kind == "timeout":
+                raise RemoteEngineError(f"no answer from {url} within {self.timeout_s} s") from error
+            raise RemoteEngineError(
+                f"cannot reach {url}: {error.reason}; is the server running and the URL right?"
+            ) from error
+        if reply.status >= 400:
+            detail = reply.content.decode(errors="replace")[:1000]
+            raise RemoteEngineError(f"{url} answered HTTP {reply.status}: {detail}")
+        try:
+            return json.loads(reply.content)
         except ValueError as error:
-            raise RemoteEngineError(f"{url} answered non-JSON: {payload[:200]!r}") from error
+            raise RemoteEngineError(f"{url} answered non-JSON: {reply.content[:200]!r}") from error
 
     def _parse(self, reply: dict[str, Any]) -> GenerationOutput:
         try:
