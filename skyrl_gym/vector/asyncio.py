@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from skyrl_gym._threads import Call, CallTimedOut, DaemonPool
 from skyrl_gym.core import Env, EnvStepOutput, abandon_quietly
-from skyrl_gym.vector._pool import Call, DaemonPool
 from skyrl_gym.vector.results import InitResult, error_output
 from skyrl_gym.vector.threaded import (
     VectorEnv,
@@ -38,10 +38,6 @@ from skyrl_gym.vector.threaded import (
 )
 
 __all__ = ["AsyncVectorEnv", "CallTimedOut", "aclose", "acall", "ainit", "astep"]
-
-
-class CallTimedOut(TimeoutError):
-    """:func:`acall`'s call did not return within its deadline (it runs on, abandoned, in its thread)."""
 
 
 class AsyncVectorEnv(VectorEnv):

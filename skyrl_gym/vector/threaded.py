@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from skyrl_gym._threads import Call, DaemonPool, Job, Outcome, run_all, submit_all, wait_all
 from skyrl_gym.core import Env, EnvStepOutput, abandon_quietly
 from skyrl_gym.errors import EpisodeNotStartedError, Error
-from skyrl_gym.vector._pool import Call, DaemonPool, Job, Outcome, run_all, submit_all, wait_all
 from skyrl_gym.vector.results import BatchStats, InitResult, describe, error_output
 
 __all__ = ["VectorEnv"]

@@ -191,7 +191,9 @@ def test_the_async_mode_with_its_ordering_fixed_is_the_same_run_byte_for_byte(
     _assert_same_run(first, second)
 
     replay = replay_training(tmp_path / "first", from_step=2)
-    assert [s.step for s in replay.steps] == [3] and replay.equal and replay.weights.verdict == "equal", replay
+    assert [s.step for s in replay.steps] == [3] and replay.equal and replay.weights.verdict == "equal", (
+        replay
+    )
 
 
 @pytest.mark.docker
