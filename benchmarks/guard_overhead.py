@@ -10,6 +10,7 @@ with a wall-clock step budget (each step then runs on a helper thread).
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 from skyrl_gym import EpisodeGuard
@@ -49,6 +50,7 @@ def main() -> None:
     print(f"{'variant':28} {'us/step':>9} {'ratio':>7}")
     for name, seconds in best.items():
         print(f"{name:28} {seconds * 1e6:9.2f} {seconds / base:7.2f}x")
+    print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from call to call: starting a thread per call costs up to a millisecond of CPU);
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 import time
@@ -258,9 +257,13 @@ class TimeoutRunner:
             return fn(*args)
         if self._pool is None:
             self._pool = DaemonPool(max_workers=1, name=f"skyrl-gym-{self.name}")
-        (call,) = run_all(self._pool, [Job(functools.partial(fn, *args), timeout)])
+        call = self._pool.submit(fn, *args)
+        # the one worker is idle when the call comes (a stuck one was written off and replaced), so the
+        # deadline counts from here; one event to wait on keeps the hop to the thread cheap
+        if not call.stopped.wait(timeout):
+            call.expire()  # False when it finished in between: its outcome stands
         outcome = call.outcome
-        assert outcome is not None  # run_all returns once every call has one
+        assert outcome is not None  # finished, or expired
         if outcome.timed_out:
             raise CallTimedOut(f"{self.name} did not return within {timeout:g} s")
         if outcome.error is not None:
