@@ -141,10 +141,12 @@ class WeightsVerdict:
     """The replayed weights against the run's checkpoint of the same step.
 
     ``verdict``: ``"equal"`` (bitwise), ``"differ"``, or why they were not compared. When they differ,
-    ``tensors`` of ``of`` tensors differ, by at most ``largest`` (absolute), and ``relative`` is that over the
-    largest change the run's own steps made to any weight since the checkpoint the replay started from: a last-bit
-    difference in a sum (a BLAS library that splits it by the threads it finds free) leaves it near 1e-7 to 1e-4;
-    a wrong update (another optimizer state, learning rate or batch) leaves it near 1."""
+    ``tensors`` of ``of`` tensors differ, by at most ``largest`` (absolute), and ``relative`` is the size of the
+    difference (the L2 norm over every weight) over the size of the change the recorded steps made since the
+    checkpoint the replay started from. Sums added in another order (a BLAS library that splits them by the
+    threads it finds free) leave last-bit differences, which Adam turns into full-size ones only for weights whose
+    gradient was rounding noise to begin with: a small share of the change. A wrong update (another optimizer
+    state, learning rate or batch) is a share of the change near 1."""
 
     verdict: str
     tensors: int = 0
@@ -157,7 +159,7 @@ class WeightsVerdict:
             return self.verdict
         return (
             f"differ in {self.tensors} of {self.of} tensors, by at most {self.largest:.3g}: "
-            f"{self.relative:.3g} of the largest change the recorded steps made"
+            f"{self.relative:.3g} of the change the recorded steps made (L2)"
         )
 
 
@@ -175,11 +177,11 @@ def _weights_versus(worker: Any, folder: Path, before: Path) -> WeightsVerdict:
     if not differing:
         return WeightsVerdict("equal")
     largest = max(float((current[k] - saved[k]).abs().max()) for k in differing)
+    apart = sum(float((current[k].double() - saved[k].double()).square().sum()) for k in differing)
     start = _saved_weights(current, before)
-    moved = max(float((saved[k] - start[k]).abs().max()) for k in current)
-    return WeightsVerdict(
-        "differ", len(differing), len(current), largest, largest / moved if moved else float("inf")
-    )
+    moved = sum(float((saved[k].double() - start[k].double()).square().sum()) for k in current)
+    relative = (apart / moved) ** 0.5 if moved else float("inf")
+    return WeightsVerdict("differ", len(differing), len(current), largest, relative)
 
 
 def _run_config(run_dir: Path, checkpoint: Path | None) -> Any:

@@ -314,11 +314,11 @@ def test_replay_reruns_the_last_step(sql_run, workdir):
     assert "from the checkpoint after step 1:" in out and "bitwise equal" in out
     # The weights: bitwise equal where the BLAS library sums in an order fixed by the thread count (so here).
     # On some CPUs MKL's sum order depends on more than that, and a step with a gradient then leaves last-bit
-    # differences; the replay sizes them against the step's own change, which a wrong update (another
-    # optimizer state, learning rate or batch) would match, not fall a thousand times short of.
-    found = re.search(r"weights after step 2: (equal|differ .*: (\S+) of the largest change)", out)
+    # differences; the replay sizes them against the step's own change (L2), which a wrong update (another
+    # optimizer state, learning rate or batch) comes near, and rounding falls far short of.
+    found = re.search(r"weights after step 2: (equal|differ .*: (\S+) of the change)", out)
     assert found, out
-    assert found.group(1) == "equal" or float(found.group(2)) < 1e-3, out
+    assert found.group(1) == "equal" or float(found.group(2)) < 0.01, out
 
 
 @pytest.mark.slow

@@ -170,8 +170,28 @@ def test_replay_notices_a_changed_token(run_dir, tmp_path):
         and {"policy/nll", "policy/grad_norm"} <= differing
         and result.weights.verdict == "differ"
     )
-    # a wrong batch moves the weights by a share of the step's own change, far from a last-bit difference
-    assert 0 < result.weights.tensors <= result.weights.of and result.weights.relative > 1e-3, result.weights
+    # one changed token moves the weights by a share of the step's own change far above rounding's
+    assert 0 < result.weights.tensors <= result.weights.of and result.weights.relative > 0.01, result.weights
+
+
+def test_replay_sizes_a_last_bit_difference_far_below_a_wrong_update(run_dir, monkeypatch):
+    """Sums added in another order differ in their last bits: give every gradient element such a difference
+    before the replayed step, and the weights differ by a share of the step's change far under 0.01 (the
+    README test's bound), where one changed token gives more (the test above)."""
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def last_bits_apart(params, *args, **kwargs):
+        params = list(params)
+        generator = torch.Generator().manual_seed(0)
+        for p in params:
+            if p.grad is not None:
+                sign = torch.randint(-1, 2, p.grad.shape, generator=generator).to(p.grad.dtype)
+                p.grad.add_(sign * p.grad.abs() * 2**-23)
+        return clip(params, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", last_bits_apart)
+    result = replay_training(run_dir)
+    assert result.weights.verdict == "differ" and result.weights.relative < 1e-3, result.weights
 
 
 def test_replay_refuses_a_run_it_cannot_rerun(run_dir, tmp_path):
