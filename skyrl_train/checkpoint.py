@@ -265,13 +265,14 @@ def export_model(source: str | Path, out: str | Path) -> Path:
 
     ``source`` is a checkpoint folder (``.../checkpoints/step_N``) or a run folder (its newest complete
     checkpoint). The architecture and the tokenizer come from the model the run started from (the
-    checkpoint's ``config.json``); the weights from the policy's ``dcp`` shards. ValueError when there is no
+    checkpoint's ``config.json``); the weights from the policy's ``dcp`` shards, LoRA adapters merged. ValueError when there is no
     checkpoint, or when the saved weights do not fit that model.
     """
     import torch
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
     from transformers import AutoModelForCausalLM
 
+    from skyrl_train.lora import is_lora_state, merged_state_dict
     from skyrl_train.models import load_tokenizer, resolve_model_path
 
     source, out = Path(source), Path(out)
@@ -287,6 +288,9 @@ def export_model(source: str | Path, out: str | Path) -> Path:
         weights = torch.load(flat, map_location="cpu", weights_only=False)["model"]
     finally:
         flat.unlink(missing_ok=True)
+    if is_lora_state(weights):  # a policy trained with LoRA: its adapters merged into the weights they adapt
+        lora = config["trainer"]["policy"]["lora"]
+        weights = merged_state_dict(weights, scaling=float(lora["alpha"]) / int(lora["rank"]))
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()

@@ -45,6 +45,7 @@ __all__ = [
     "OptionalModelConfig",
     "PlacementConfig",
     "PolicyConfig",
+    "PolicyLoraConfig",
     "ReActSettings",
     "RefConfig",
     "SamplingParams",
@@ -111,11 +112,32 @@ class FSDPConfig(Section):
     until the backward (more than one worker)."""
 
 
+class PolicyLoraConfig(Section):
+    """LoRA adapters for the policy (peft): the base weights stay frozen and only the adapters train, so the
+    optimizer's state is the adapters' alone. The engine gets the merged weights (or runs the adapted model
+    itself where it shares the policy's model), and checkpoints hold base and adapters
+    (``skyrl-train export`` merges them)."""
+
+    rank: int = Field(0, ge=0, le=256)
+    """Adapter rank; 0: no adapters, every weight trains."""
+    alpha: Float = Field(32.0, gt=0)
+    """The adapters' output is scaled by alpha / rank."""
+    train_attn: bool = True
+    """Adapters on the attention projections."""
+    train_mlp: bool = True
+    """Adapters on the MLP projections."""
+    train_unembed: bool = False
+    """An adapter on the output projection (given its own copy of the weight where the model ties it to
+    the input embeddings)."""
+
+
 class PolicyConfig(Section):
     """The model being trained."""
 
     model: ModelConfig = Field(default_factory=ModelConfig)
     """The policy model."""
+    lora: PolicyLoraConfig = Field(default_factory=PolicyLoraConfig)
+    """LoRA adapters instead of training every weight (``rank`` > 0)."""
     optimizer_config: OptimizerConfig = Field(default_factory=OptimizerConfig)
     """The policy's optimizer."""
     fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)

@@ -295,7 +295,7 @@ class SamplerPool:
         import torch
 
         from skyrl_train.inference.hf import HFEngine
-        from skyrl_train.tinker.lora import untie_output_embeddings
+        from skyrl_train.lora import untie_output_embeddings
 
         backend = self._backend
         spec = sampler.spec

@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from torch import nn
 
 from skyrl_train import distributed as dist_utils
 from skyrl_train.algorithms.off_policy import corrected_advantages
-from skyrl_train.config import AlgorithmConfig, TrainerConfig
+from skyrl_train.config import AlgorithmConfig, PolicyLoraConfig, TrainerConfig
 from skyrl_train.workers.base import FSDPWorker, ModelFactory, role_kwargs
 from skyrl_train.workers.batching import Batch, batch_tensors
 
@@ -45,6 +46,10 @@ class PolicyWorker(FSDPWorker):
     ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss``, ``entropy_loss_coef`` and
     ``off_policy_correction`` (a batch's ``rollout_log_probs`` weigh its tokens); the policy
     loss reads its own fields (``eps_clip_low``...) from it.
+    ``lora``: a :class:`~skyrl_train.config.PolicyLoraConfig` (or a dict of its fields; rank 0 or None: every
+    weight trains). With a rank, ``model`` is the model with peft's LoRA layers injected (the same class,
+    adapters inside its linear layers), only the adapters require gradients, and :meth:`full_state_dict`
+    gives the merged weights under the plain model's names.
     ``policy_loss_fn`` replaces the registry lookup by ``policy_loss_type`` with a callable of the
     registry's signature ``fn(log_probs, old_log_probs, advantages, response_mask, cfg) -> (loss,
     metrics)``. ``temperature`` divides the logits, as the sampler did. ``packed`` (the default) runs each
@@ -75,7 +80,10 @@ class PolicyWorker(FSDPWorker):
         policy_loss_fn: Callable | None = None,
         packed: bool = True,
         max_tokens_per_micro_batch: int | None = 1024,
+        lora: Any = None,
     ) -> None:
+        self.lora = PolicyLoraConfig.coerce(lora)
+        self.seed = seed  # the adapters' initialisation (read while the model is built)
         super().__init__(
             model_factory,
             device=device,
@@ -112,7 +120,35 @@ class PolicyWorker(FSDPWorker):
             "temperature": temperature,
             **role_kwargs(trainer, trainer.policy.fsdp_config),
             "gradient_checkpointing": trainer.gradient_checkpointing,
+            "lora": trainer.policy.lora,
         }
+
+    def _build_model(self, model_factory: ModelFactory) -> nn.Module:
+        model = super()._build_model(model_factory)
+        if not self.lora.rank:
+            return model
+        from skyrl_train.lora import apply_lora, lora_targets, untie_output_embeddings
+
+        lora = self.lora
+        if lora.train_unembed:
+            untie_output_embeddings(model)
+        targets = lora_targets(
+            model, train_attn=lora.train_attn, train_mlp=lora.train_mlp, train_unembed=lora.train_unembed
+        )
+        peft_model = apply_lora(model, rank=lora.rank, alpha=lora.alpha, targets=targets, seed=self.seed)
+        # peft injects its layers into the model itself: keep the model (its forward, its backbone and head
+        # for the packed path, an engine can run it) and drop the wrapper, which only adds methods
+        return peft_model.get_base_model()
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The plain model's weights for the inference engine: with LoRA, each adapted weight merged
+        (``W0 + B @ A * alpha / rank``) and the adapters left out (see :class:`FSDPWorker`)."""
+        state = super().full_state_dict()
+        if not self.lora.rank or not state:
+            return state
+        from skyrl_train.lora import merged_state_dict
+
+        return merged_state_dict(state, scaling=self.lora.alpha / self.lora.rank)
 
     def _reduce(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         from skyrl_train.algorithms.reductions import reduce_loss

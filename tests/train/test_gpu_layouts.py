@@ -121,7 +121,7 @@ def test_seeded_builds_leave_the_gpus_random_state_alone(monkeypatch):
     assert torch.equal(torch.rand(3), expected)  # the caller's CPU state too
 
     pytest.importorskip("peft")
-    from skyrl_train.tinker.lora import apply_lora
+    from skyrl_train.lora import apply_lora
 
     seen.clear()
     apply_lora(tiny_llama(), rank=2, alpha=4, targets=["model.layers.0.self_attn.q_proj"], seed=0)

@@ -1,6 +1,7 @@
-"""LoRA adapters for the Tinker path, with peft: which layers get one, how they are made and merged.
+"""LoRA adapters with peft, for the Tinker service and the trainer's policy (``trainer.policy.lora``): which
+layers get one, how they are made, and the merged weights an inference engine loads.
 
-Tinker's LoRA settings are a rank and three switches: adapters on the attention projections
+The settings are a rank and three switches: adapters on the attention projections
 (``train_attn``), on the MLP projections (``train_mlp``) and on the output projection (``train_unembed``).
 :func:`lora_targets` turns the switches into the full names of a model's linear layers, so any decoder
 whose attention and MLP blocks are named the usual way (``self_attn`` / ``attention``, ``mlp`` /
@@ -15,9 +16,17 @@ projection gets its own (frozen) copy first (:func:`untie_output_embeddings`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DEFAULT_LORA_ALPHA", "apply_lora", "lora_targets", "untie_output_embeddings"]
+__all__ = [
+    "DEFAULT_LORA_ALPHA",
+    "apply_lora",
+    "is_lora_state",
+    "lora_targets",
+    "merged_state_dict",
+    "untie_output_embeddings",
+]
 
 DEFAULT_LORA_ALPHA = 32
 """LoRA's alpha (the adapter's output is scaled by alpha / rank): the value the Tinker cookbook assumes."""
@@ -80,3 +89,31 @@ def apply_lora(model: Any, *, rank: int, alpha: float, targets: list[str], seed:
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(seed)
         return get_peft_model(model, config)
+
+
+_BASE, _A, _B = ".base_layer.", ".lora_A.default.weight", ".lora_B.default.weight"
+
+
+def is_lora_state(state: Mapping[str, Any]) -> bool:
+    """Whether a state dict holds peft LoRA layers (adapter tensors beside their base layers')."""
+    return any(name.endswith(_A) for name in state)
+
+
+def merged_state_dict(state: Mapping[str, Any], *, scaling: float) -> dict[str, Any]:
+    """The plain model's state dict from that of a model with LoRA layers injected (peft's names inside
+    the model: ``<layer>.base_layer.weight``, ``<layer>.lora_A.default.weight``, ...): each adapted weight
+    is ``W0 + (B @ A) * scaling`` (``scaling`` = alpha / rank, as peft merges), the adapters themselves
+    are left out and every other tensor is kept under its plain name. The model's own tensors are not
+    changed (a merge and unmerge in place would add rounding to the base weights on every sync)."""
+    out: dict[str, Any] = {}
+    for name, tensor in state.items():
+        if name.endswith((_A, _B)):
+            continue
+        plain = name.replace(_BASE, ".")
+        if name.endswith(_BASE + "weight"):
+            layer = name[: -len(_BASE + "weight")]
+            a, b = state.get(layer + _A), state.get(layer + _B)
+            if a is not None and b is not None:
+                tensor = tensor + (b.to(tensor.dtype) @ a.to(tensor.dtype)) * scaling
+        out[plain] = tensor
+    return out
