@@ -3,6 +3,7 @@ and a user's error is one line on stderr with status 2 (``--debug`` keeps the tr
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -93,3 +94,24 @@ def test_eval_of_a_recipe_without_val_data_says_what_to_name(capsys, fresh_clone
     assert "error: nothing to evaluate: recipe sql_cpu has no data.val_data" in err
     assert "'data.val_data=[data/text2sql/heldout.parquet]'" in err
     assert not (fresh_clone / "runs").exists()  # refused before the run started
+
+
+@pytest.mark.parametrize("given", [None, "TRUE"])
+def test_the_command_fixes_mkl_threads_before_torch_loads_unless_the_user_chose(given):
+    """MKL reads MKL_DYNAMIC when torch loads it: the command sets it first (FALSE: MKL uses the threads it
+    is given rather than a count picked per call, Intel's condition for sums that do not depend on the
+    machine's load); a value the user set is kept."""
+    script = (
+        "import os, sys\n"
+        "from skyrl_train.cli import main\n"
+        "loaded_before = 'torch' in sys.modules\n"
+        "main(['recipes'])\n"
+        "import torch\n"
+        "print(loaded_before, os.environ.get('MKL_DYNAMIC'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MKL_DYNAMIC"}
+    if given is not None:
+        env["MKL_DYNAMIC"] = given
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == f"False {given or 'FALSE'}"

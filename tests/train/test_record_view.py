@@ -12,7 +12,15 @@ import subprocess
 import pytest
 import torch
 
-from skyrl_train.record import FOLDER, RecordSettings, RolloutRecorder, _chosen, read_plan, read_rollouts
+from skyrl_train.record import (
+    FOLDER,
+    PLAN_FILE,
+    RecordSettings,
+    RolloutRecorder,
+    _chosen,
+    read_plan,
+    read_rollouts,
+)
 from skyrl_train.replay import RecordedEnv, replay_episodes, replay_training
 from skyrl_train.trainer import Trainer
 from skyrl_train.viewer import build_view
@@ -192,6 +200,32 @@ def test_replay_sizes_a_last_bit_difference_far_below_a_wrong_update(run_dir, mo
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", last_bits_apart)
     result = replay_training(run_dir)
     assert result.weights.verdict == "differ" and result.weights.relative < 1e-3, result.weights
+
+
+def test_replay_runs_the_update_with_the_runs_thread_count_and_restores_the_callers(
+    run_dir, tmp_path, monkeypatch
+):
+    """The plan's torch_threads is the count the update runs with (a count other than the caller's here);
+    the caller's count is back afterwards."""
+    import skyrl_train.trainer as trainer_module
+
+    copy = tmp_path / "other_threads"
+    shutil.copytree(run_dir, copy)
+    plan = read_plan(copy)
+    callers = torch.get_num_threads()
+    plan["torch_threads"] = 1 if callers != 1 else 2
+    (copy / FOLDER / PLAN_FILE).write_text(json.dumps(plan))
+    during = []
+    update = trainer_module.update_on_batch
+
+    def counting(*args, **kwargs):
+        during.append(torch.get_num_threads())
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "update_on_batch", counting)
+    replay_training(copy)
+    assert during == [plan["torch_threads"]]
+    assert torch.get_num_threads() == callers
 
 
 def test_replay_refuses_a_run_it_cannot_rerun(run_dir, tmp_path):
