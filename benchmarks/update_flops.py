@@ -13,9 +13,12 @@ causality allows (``4 * width`` per pair and layer), times 3 for forward and bac
 executes more than that (padding, the prompt once per sample, the head on every position); the ``executed``
 column shows its own count.
 
-The packed path with activation checkpointing (the sql_cpu recipe's setting) is measured too.
+The packed path with activation checkpointing (the sql_cpu recipe's setting) is measured too, and both packed
+paths with LoRA adapters (``trainer.policy.lora``, rank ``--lora-rank`` on every attention and MLP projection):
+the frozen base needs no weight gradients and no Adam state, which shows in the time and the peak memory (the
+FLOP columns count full fine-tuning's work for every path).
 
-    python benchmarks/update_flops.py [--steps 3] [--prompts 4] [--group 4]
+    python benchmarks/update_flops.py [--steps 3] [--prompts 4] [--group 4] [--lora-rank 16]
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 MODEL = "embedded:smollm2-135m"
 DATA = Path("data/text2sql/train.parquet")
-PATHS = ("padded", "packed", "packed+ckpt")
-"""The plain padded forward (before), the packed one (after), and the packed one with activation
-checkpointing (what the sql_cpu recipe runs, for its memory)."""
+PATHS = ("padded", "packed", "packed+ckpt", "packed+ckpt+lora", "packed+lora")
+"""The plain padded forward (before), the packed one (after), the packed one with activation checkpointing
+(what the sql_cpu recipe runs, for its memory), and the packed ones training LoRA adapters."""
 
 
 def matmul_rate(size: int = 2048, repeats: int = 5) -> float:
@@ -134,7 +137,8 @@ def run_path(args: argparse.Namespace) -> dict:
         AlgorithmConfig(eps_clip_high=0.28),
         micro_batch_size=args.micro,
         packed=args.path != "padded",
-        gradient_checkpointing=args.path == "packed+ckpt",
+        gradient_checkpointing="+ckpt" in args.path,
+        lora={"rank": args.lora_rank} if "+lora" in args.path else None,
     )
     batch = make_batch(tokenizer, args.prompts, args.group, args.max_response)
     needed, padded, packed = useful_flops(worker.model, batch, args.micro)
@@ -153,7 +157,7 @@ def run_path(args: argparse.Namespace) -> dict:
         "times": times,
         "needed_flops": needed,
         # checkpointing runs the decoder's forward twice
-        "executed_flops": {"padded": padded, "packed": packed, "packed+ckpt": packed + needed / 3}[args.path],
+        "executed_flops": padded if args.path == "padded" else packed + ("+ckpt" in args.path) * needed / 3,
         "rows": batch.batch_size,
         "padded_tokens": int(batch.input_ids.numel()),
         "peak_rss_gb": peak_kb / 2**20,
@@ -169,6 +173,12 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="responses per prompt (the main job: 4)")
     parser.add_argument("--max-response", type=int, default=160, help="longest response, tokens")
     parser.add_argument("--micro", type=int, default=8, help="rows per micro-batch (the main job: 8)")
+    parser.add_argument("--lora-rank", type=int, default=16, help="adapter rank of the +lora paths")
+    parser.add_argument(
+        "--paths",
+        default=",".join(PATHS),
+        help="comma-separated paths to run, the first being the baseline of the ratios (default: all)",
+    )
     parser.add_argument("--path", choices=list(PATHS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.path:  # the child process of one path
@@ -179,9 +189,12 @@ def main() -> None:
 
     rate = matmul_rate()
     results = []
-    for path in PATHS:
+    chosen = args.paths.split(",")
+    if unknown := [p for p in chosen if p not in PATHS]:
+        parser.error(f"unknown paths {unknown}; known: {', '.join(PATHS)}")
+    for path in chosen:
         cmd = [sys.executable, __file__, "--path", path] + [
-            f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k != "path"
+            f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("path", "paths")
         ]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
@@ -193,7 +206,7 @@ def main() -> None:
     print(f"matmul rate: {rate / 1e9:.1f} GFLOP/s before, {rate_after / 1e9:.1f} GFLOP/s after the paths")
     rate = max(rate, rate_after)
     print(
-        f"{'path':12} {'median s':>9} {'all steps':>22} {'needed GFLOP':>13} {'executed':>9} "
+        f"{'path':16} {'median s':>9} {'all steps':>22} {'needed GFLOP':>13} {'executed':>9} "
         f"{'GFLOP/s':>8} {'share':>6} {'peak RSS':>9}"
     )
     for r in results:
@@ -202,12 +215,12 @@ def main() -> None:
         achieved = r["needed_flops"] / typical
         runs = ", ".join(f"{t:.1f}" for t in r["times"])
         print(
-            f"{r['path']:12} {typical:9.2f} {runs:>22} {r['needed_flops'] / 1e9:13.0f} "
+            f"{r['path']:16} {typical:9.2f} {runs:>22} {r['needed_flops'] / 1e9:13.0f} "
             f"{executed / 1e9:9.0f} {achieved / 1e9:8.1f} {achieved / rate:6.1%} {r['peak_rss_gb']:8.2f}G"
         )
     before, *after = (statistics.median(r["times"][1:] or r["times"]) for r in results)
     print(
-        "speed-up of the update over the padded path: "
+        f"speed-up of the update over the {results[0]['path']} path: "
         + ", ".join(f"{r['path']} {before / t:.2f}x" for r, t in zip(results[1:], after, strict=True))
     )
 
