@@ -127,8 +127,8 @@ class PolicyLoraConfig(Section):
     train_mlp: bool = True
     """Adapters on the MLP projections."""
     train_unembed: bool = False
-    """An adapter on the output projection (given its own copy of the weight where the model ties it to
-    the input embeddings)."""
+    """An adapter on the output projection (refused for a model that ties it to its input embeddings, as
+    SmolLM2 does: the engines load one weight for both)."""
 
 
 class PolicyConfig(Section):

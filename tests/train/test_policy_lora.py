@@ -25,10 +25,10 @@ LORA = {"rank": 4, "alpha": 8.0}
 ADAPTED = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def policy(lora=None, **kwargs) -> PolicyWorker:
+def policy(lora=None, model_factory=tiny_llama, **kwargs) -> PolicyWorker:
     optimizer = OptimizerConfig(lr=1e-2, weight_decay=0.0)
     return PolicyWorker(
-        tiny_llama, optimizer, AlgorithmConfig(), micro_batch_size=2, seed=0, lora=lora, **kwargs
+        model_factory, optimizer, AlgorithmConfig(), micro_batch_size=2, seed=0, lora=lora, **kwargs
     )
 
 
@@ -155,6 +155,19 @@ def test_the_setting_reaches_the_policy_worker_and_bad_values_are_refused():
             load_config("sql_cpu", [bad])
     with pytest.raises(ValueError, match="select no layer"):
         policy({"rank": 2, "train_attn": False, "train_mlp": False})
+    # an adapted head of a model whose head is its input embeddings: no engine could load it apart
+    with pytest.raises(ValueError, match="ties its output projection"):
+        policy({"rank": 2, "train_unembed": True}, model_factory=lambda: tiny_llama(tie_word_embeddings=True))
+
+
+def test_an_adapted_head_of_an_untied_model_trains_and_merges():
+    worker = policy({"rank": 2, "train_unembed": True})
+    assert any("lm_head.lora_" in name for name, p in worker.model.named_parameters() if p.requires_grad)
+    start = worker.full_state_dict()
+    worker.train_step(with_old_log_probs(worker, make_batch()))
+    after = worker.full_state_dict()
+    assert not torch.equal(start["lm_head.weight"], after["lm_head.weight"])
+    assert torch.equal(start["model.embed_tokens.weight"], after["model.embed_tokens.weight"])
 
 
 def _lora_trainer_config(tiny_model, sql_files, run_dir, *overrides):  # noqa: F811
