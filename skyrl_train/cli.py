@@ -351,7 +351,14 @@ def _replay(args: argparse.Namespace) -> int:
         loss = step.metrics.get("policy/loss")
         shown = f"policy/loss recorded {loss[0]!r} replayed {loss[1]!r}" if loss else "no recorded loss"
         differing = sorted(k for k, (a, b) in step.metrics.items() if a != b)
-        verdict = "bitwise equal" if step.equal else f"differs ({', '.join(differing) or 'advantages'})"
+        if step.equal:
+            verdict = "bitwise equal"
+        elif differing:
+            by = f"; by at most {step.largest_relative:.3g} relative"
+            advantages = "" if step.advantages_equal else "advantages, "
+            verdict = f"differs ({advantages}{', '.join(differing)}{by})"
+        else:
+            verdict = "differs (advantages)"
         print(f"step {step.step}: {shown}; {len(step.metrics)} metrics {verdict}")
     print(f"weights after step {result.steps[-1].step}: {result.weights}")
     return 0 if result.equal else 1

@@ -64,6 +64,15 @@ class StepReplay:
     def equal(self) -> bool:
         return self.advantages_equal and all(a == b for a, b in self.metrics.values())
 
+    @property
+    def largest_relative(self) -> float:
+        """The largest difference of a compared metric over its recorded size (0.0 when all are equal): a
+        sum added in another order differs in its last bits, about 1e-7 of a float32 value."""
+        return max(
+            (abs(a - b) / max(abs(a), abs(b)) for a, b in self.metrics.values() if a != b),
+            default=0.0,
+        )
+
 
 @dataclasses.dataclass
 class TrainingReplay:

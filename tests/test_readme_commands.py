@@ -310,15 +310,23 @@ def test_view_writes_the_runs_page(sql_run, workdir):
 
 @pytest.mark.slow
 def test_replay_reruns_the_last_step(sql_run, workdir):
-    out = run(readme(REPLAY), workdir, timeout=300)
-    assert "from the checkpoint after step 1:" in out and "bitwise equal" in out
-    # The weights: bitwise equal where the BLAS library sums in an order fixed by the thread count (so here).
-    # On some CPUs MKL's sum order depends on more than that, and a step with a gradient then leaves last-bit
-    # differences; the replay sizes them against the step's own change (L2), which a wrong update (another
-    # optimizer state, learning rate or batch) comes near, and rounding falls far short of.
-    found = re.search(r"weights after step 2: (equal|differ .*: (\S+) of the change)", out)
-    assert found, out
-    assert found.group(1) == "equal" or float(found.group(2)) < 0.01, out
+    proc = subprocess.run(argv(readme(REPLAY)), cwd=workdir, capture_output=True, text=True, timeout=300)
+    out = proc.stdout
+    assert "from the checkpoint after step 1:" in out, f"{out}\n{proc.stderr[-3000:]}"
+    # Bitwise equal where the BLAS library's sums are added in an order fixed by the thread count (mostly
+    # so). Where they are not (seen on a loaded machine and on CI's), the sums differ in their last bits: the
+    # metrics by about float32's 1e-7, the weights by a share of the step's own change far under a wrong
+    # update's (another optimizer state, learning rate or batch: near 1; one changed token: above 0.01).
+    metrics = re.search(
+        r"step 2: .*; (\d+) metrics (bitwise equal|differs \((.*); by at most (\S+) relative\))", out
+    )
+    weights = re.search(r"weights after step 2: (equal|differ .*: (\S+) of the change)", out)
+    assert metrics and weights, out
+    assert int(metrics.group(1)) >= 10 and "advantages" not in (metrics.group(3) or ""), out
+    assert metrics.group(2) == "bitwise equal" or float(metrics.group(4)) < 1e-5, out
+    assert weights.group(1) == "equal" or float(weights.group(2)) < 0.01, out
+    exact = metrics.group(2) == "bitwise equal" and weights.group(1) == "equal"
+    assert proc.returncode == (0 if exact else 1), out  # the command says whether it reproduced bit for bit
 
 
 @pytest.mark.slow

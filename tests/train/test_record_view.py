@@ -157,6 +157,7 @@ def test_replay_reruns_the_recorded_update_bit_for_bit(run_dir, capsys):
         step.metrics
     )
     assert step.advantages_equal and all(a == b for a, b in step.metrics.values()), step.metrics
+    assert step.largest_relative == 0.0
     assert step.metrics["policy/loss"][0] != 0.0  # a real update was replayed
     assert result.weights.verdict == "equal" and result.equal
     assert read_plan(run_dir)["torch_threads"] == torch.get_num_threads()  # the replay's threads
@@ -165,12 +166,15 @@ def test_replay_reruns_the_recorded_update_bit_for_bit(run_dir, capsys):
     assert "step 2: policy/loss recorded" in out and "bitwise equal" in out and "after step 2: equal" in out
 
 
-def test_replay_notices_a_changed_token(run_dir, tmp_path):
+def test_replay_notices_a_changed_token(run_dir, tmp_path, capsys):
+    from skyrl_train.cli import main
+
     def change(row):
         k = row["loss_mask"].index(1)
         row["response_ids"][k] = (row["response_ids"][k] + 1) % 100
 
-    result = replay_training(_tampered(run_dir, tmp_path, 2, 0, change))
+    tampered = _tampered(run_dir, tmp_path, 2, 0, change)
+    result = replay_training(tampered)
     (step,) = result.steps
     differing = {k for k, (a, b) in step.metrics.items() if a != b}
     assert (
@@ -180,6 +184,16 @@ def test_replay_notices_a_changed_token(run_dir, tmp_path):
     )
     # one changed token moves the weights by a share of the step's own change far above rounding's
     assert 0 < result.weights.tensors <= result.weights.of and result.weights.relative > 0.01, result.weights
+    # and the metrics by far more than a sum's last bits (float32: about 1e-7 of the value)
+    assert step.largest_relative > 1e-4, step.metrics
+    assert main(["replay", str(tampered)]) == 1
+    out = capsys.readouterr().out
+    found = re.search(r"step 2: .* metrics differs \((.*); by at most (\S+) relative\)", out)
+    assert (
+        found
+        and "policy/nll" in found.group(1)
+        and float(found.group(2)) == pytest.approx(step.largest_relative, rel=1e-2)
+    ), out
 
 
 def test_replay_sizes_a_last_bit_difference_far_below_a_wrong_update(run_dir, monkeypatch):
