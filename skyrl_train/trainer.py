@@ -110,6 +110,9 @@ class LoopPlan:
     """Rows per warm-up step."""
     warmup_lr: float
     """Learning rate of the warm-up."""
+    warmup_base: bool
+    """The warm-up trains the base weights of a policy with LoRA adapters (``trainer.policy.lora.full_warmup``)
+    and RL the adapters alone."""
     warmup_episode_fraction: float
     """Share of warm-up rows played with the environment's reference episode instead of its single
     reference action."""
@@ -142,6 +145,7 @@ class LoopPlan:
             warmup_steps=w.steps,
             warmup_batch_size=w.batch_size,
             warmup_lr=w.lr,
+            warmup_base=tr.policy.lora.full_warmup and tr.policy.lora.rank > 0,
             warmup_episode_fraction=w.episode_fraction,
             eval_after_warmup=w.eval_after,
             max_restarts=tr.placement.max_restarts,
@@ -606,7 +610,8 @@ class Trainer:
         # reference answers are scripted, not sampled: no per-turn token cap beyond the generator's own budgets
         params = SamplingParams(temperature=0.0, max_tokens=4096, stop=sampling.stop)
         self.policy.reset_optimizer(
-            tr.policy.optimizer_config.model_copy(update={"lr": loop.warmup_lr, "num_warmup_steps": 0})
+            tr.policy.optimizer_config.model_copy(update={"lr": loop.warmup_lr, "num_warmup_steps": 0}),
+            base=loop.warmup_base,
         )
         bar_start = time.perf_counter()
         for i in range(loop.warmup_steps):

@@ -129,6 +129,9 @@ class PolicyLoraConfig(Section):
     train_unembed: bool = False
     """An adapter on the output projection (refused for a model that ties it to its input embeddings, as
     SmolLM2 does: the engines load one weight for both)."""
+    full_warmup: bool = False
+    """The supervised warm-up (``trainer.sft_warmup``) trains every base weight, with the adapters held at
+    zero; RL then trains the adapters alone, and the warm-up's optimizer state (twice the model) is freed."""
 
 
 class PolicyConfig(Section):

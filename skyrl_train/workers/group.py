@@ -181,9 +181,9 @@ class RankedWorkers:
         """Optimizer steps over consecutive mini-batches of ``mini_batch_size`` rows (all ranks together)."""
         return run_mini_batches(self, batch, mini_batch_size, update_epochs, self.role)
 
-    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None) -> None:
-        """Every rank starts a fresh optimizer and schedule."""
-        self.call("reset_optimizer", optimizer_cfg, total_steps)
+    def reset_optimizer(self, optimizer_cfg: Any, total_steps: int | None = None, **kwargs: Any) -> None:
+        """Every rank starts a fresh optimizer and schedule (keyword arguments: the worker's own)."""
+        self.call("reset_optimizer", optimizer_cfg, total_steps, **kwargs)
 
     def full_state_dict(self) -> dict:
         """The unsharded weights on CPU (gathered on rank 0)."""

@@ -146,6 +146,18 @@ class PolicyWorker(FSDPWorker):
         # for the packed path, an engine can run it) and drop the wrapper, which only adds methods
         return peft_model.get_base_model()
 
+    def reset_optimizer(
+        self, optimizer_cfg: Any, total_steps: int | None = None, *, base: bool = False
+    ) -> None:
+        """A fresh optimizer and schedule (see :class:`FSDPWorker`). With LoRA, ``base`` chooses what trains
+        from now on: the base weights with the adapters held as they are (the ``full_warmup`` warm-up), or,
+        by default, the adapters alone. Without LoRA every weight trains either way."""
+        if self.lora.rank:
+            for name, param in self.model.named_parameters():
+                param.requires_grad_((".lora_" in name) != base)
+        self.optimizer = self.scheduler = None  # the old state goes before the new optimizer is built
+        super().reset_optimizer(optimizer_cfg, total_steps)
+
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The plain model's weights for the inference engine: with LoRA, each adapted weight merged
         (``W0 + B @ A * alpha / rank``) and the adapters left out (see :class:`FSDPWorker`)."""

@@ -141,7 +141,7 @@ CONTEXT["trainer.placement.critic_num_nodes"] = [*RAY, *GAE]
 CONTEXT["generator.env_workers"] = RAY
 CONTEXT["generator.env_worker_num_cpus"] = [*RAY, "generator.env_workers=1"]
 # The policy's LoRA settings act when it has adapters.
-for _key in ("alpha", "train_attn", "train_mlp", "train_unembed"):
+for _key in ("alpha", "train_attn", "train_mlp", "train_unembed", "full_warmup"):
     CONTEXT[f"trainer.policy.lora.{_key}"] = ["trainer.policy.lora.rank=2"]
 # A dispatcher's and an agent's own sections act when that dispatcher or agent runs (set otherwise: refused).
 CONTEXT["generator.fixed_pool.num_workers"] = ["generator.dispatcher=fixed_pool"]

@@ -63,9 +63,8 @@ def test_a_step_moves_the_adapted_weights_only_and_the_merged_weights_score_as_t
     moved = {k for k in after if not torch.equal(after[k], start[k])}
     assert moved and all(k.split(".")[-2] in ADAPTED for k in moved)
     # Adam's state is the adapters' alone
-    state_sizes = [v.numel() for st in worker.optimizer.state.values() for v in st.values() if v.dim() > 0]
     adapter_size = sum(p.numel() for p in worker.model.parameters() if p.requires_grad)
-    assert sum(state_sizes) == 2 * adapter_size
+    assert _adam_state_size(worker) == 2 * adapter_size
     assert adapter_size < sum(p.numel() for p in worker.model.parameters()) / 5
     # a plain model loaded with the merged weights (an engine's copy) scores as the adapted policy
     plain = policy()
@@ -73,6 +72,47 @@ def test_a_step_moves_the_adapted_weights_only_and_the_merged_weights_score_as_t
     torch.testing.assert_close(
         plain.compute_log_probs(batch), worker.compute_log_probs(batch), atol=1e-5, rtol=0
     )
+
+
+def _adam_state_size(worker: PolicyWorker) -> int:
+    return sum(v.numel() for st in worker.optimizer.state.values() for v in st.values() if v.dim() > 0)
+
+
+def test_a_full_warmup_trains_the_base_with_the_adapters_at_zero_then_rl_trains_the_adapters_alone():
+    """``full_warmup``: the warm-up's optimizer holds every base weight and no adapter; the RL optimizer
+    that replaces it holds the adapters alone, so the base's Adam state is gone."""
+    worker = policy(LORA)
+    batch = make_batch()
+    worker.reset_optimizer(OptimizerConfig(lr=1e-2, weight_decay=0.0), base=True)
+    start = {k: v.clone() for k, v in worker.model.state_dict().items()}
+    worker.train_step(with_old_log_probs(worker, batch))
+    warmed = {k: v.clone() for k, v in worker.model.state_dict().items()}
+    changed = {k for k in warmed if not torch.equal(warmed[k], start[k])}
+    assert changed and not any(".lora_" in k for k in changed)
+    base_size = sum(p.numel() for n, p in worker.model.named_parameters() if ".lora_" not in n)
+    assert _adam_state_size(worker) == 2 * base_size
+    # with B still 0, the merged weights are the warmed base weights
+    merged = worker.full_state_dict()
+    for name, tensor in merged.items():
+        base_name = name.replace(".weight", ".base_layer.weight")
+        assert torch.equal(tensor, warmed[base_name if base_name in warmed else name]), name
+
+    worker.reset_optimizer(OptimizerConfig(lr=1e-2, weight_decay=0.0))
+    assert _adam_state_size(worker) == 0
+    worker.train_step(with_old_log_probs(worker, batch))
+    after = worker.model.state_dict()
+    changed = {k for k in after if not torch.equal(after[k], warmed[k])}
+    assert changed and all(".lora_" in k for k in changed)
+    adapter_size = sum(p.numel() for n, p in worker.model.named_parameters() if ".lora_" in n)
+    assert _adam_state_size(worker) == 2 * adapter_size
+
+
+def test_without_lora_base_changes_nothing_every_weight_trains():
+    worker = policy()
+    worker.reset_optimizer(OptimizerConfig(lr=1e-2), base=True)
+    assert all(p.requires_grad for p in worker.model.parameters())
+    worker.reset_optimizer(OptimizerConfig(lr=1e-2))
+    assert all(p.requires_grad for p in worker.model.parameters())
 
 
 def test_merging_is_w0_plus_b_a_times_alpha_over_rank():
@@ -208,6 +248,43 @@ def test_the_trainer_warms_up_and_steps_the_adapters_with_the_engine_on_the_poli
     assert all(torch.equal(frozen[k], frozen_after[k]) for k in frozen)
     assert any(not torch.equal(adapters[k], adapters_after[k]) for k in adapters)
     assert (tmp_path / "run" / "checkpoints" / "step_2" / "policy" / "dcp").is_dir()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_trainers_full_warmup_moves_the_base_and_rl_then_moves_the_adapters_alone(
+    processes,
+    tiny_model,
+    sql_files,  # noqa: F811
+    tmp_path,
+):
+    """``trainer.policy.lora.full_warmup=true`` through the trainer, in process (the engine on the policy's
+    model) and over two gloo FSDP2 processes (the engine a copy fed merged weights)."""
+    config = _lora_trainer_config(
+        tiny_model,
+        sql_files,
+        tmp_path / "run",
+        "trainer.policy.lora.full_warmup=true",
+        f"trainer.placement.policy_num_gpus_per_node={processes}",
+        "trainer.micro_train_batch_size_per_gpu=2",
+    )
+    with Trainer(config) as trainer:
+        start = trainer.policy.full_state_dict()
+        trainer.warmup()
+        warmed = trainer.policy.full_state_dict()
+        metrics = trainer.train_step(next(iter(trainer.iterator)))
+        after = trainer.policy.full_state_dict()
+        shared = trainer._shares_policy
+        assert shared == (processes == 1)
+        engine_weights = after if shared else trainer.engine.model.state_dict()
+    assert metrics["policy/num_updates"] == 1.0 and metrics["policy/skipped_step"] == 0.0
+    # the warm-up moved weights the adapters do not cover (the embeddings, the norms)
+    warmup_moved = {k for k in warmed if not torch.equal(start[k], warmed[k])}
+    assert any(k.split(".")[-2] not in ADAPTED for k in warmup_moved)
+    # RL moved only what the adapters cover, and an engine of its own holds the merged result
+    rl_moved = {k for k in after if not torch.equal(warmed[k], after[k])}
+    assert rl_moved and all(k.split(".")[-2] in ADAPTED for k in rl_moved)
+    assert all(torch.allclose(engine_weights[k], after[k], atol=1e-6, rtol=0) for k in after)
 
 
 @pytest.mark.slow
