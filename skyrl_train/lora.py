@@ -24,7 +24,9 @@ __all__ = [
     "apply_lora",
     "is_lora_state",
     "lora_targets",
+    "merge_adapter",
     "merged_state_dict",
+    "ties_output_embeddings",
     "untie_output_embeddings",
 ]
 
@@ -63,12 +65,18 @@ def lora_targets(model: Any, *, train_attn: bool, train_mlp: bool, train_unembed
     return targets
 
 
+def ties_output_embeddings(model: Any) -> bool:
+    """Whether the model's output projection and input embeddings share one weight."""
+    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
+    return head is not None and embed is not None and head.weight is embed.weight
+
+
 def untie_output_embeddings(model: Any) -> None:
     """Give the output projection its own copy of a weight it shares with the input embeddings."""
     import torch
 
-    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
-    if head is not None and embed is not None and head.weight is embed.weight:
+    if ties_output_embeddings(model):
+        head, embed = model.get_output_embeddings(), model.get_input_embeddings()
         head.weight = torch.nn.Parameter(embed.weight.detach().clone(), requires_grad=False)
         if hasattr(model.config, "tie_word_embeddings"):
             model.config.tie_word_embeddings = False
@@ -99,6 +107,12 @@ def is_lora_state(state: Mapping[str, Any]) -> bool:
     return any(name.endswith(_A) for name in state)
 
 
+def merge_adapter(weight: Any, a: Any, b: Any, *, scaling: float) -> Any:
+    """One adapted weight merged as peft merges it: a new tensor ``W0 + (B @ A) * scaling`` (``scaling`` =
+    alpha / rank), in the weight's dtype and on its device."""
+    return weight + (b.to(weight.device, weight.dtype) @ a.to(weight.device, weight.dtype)) * scaling
+
+
 def merged_state_dict(state: Mapping[str, Any], *, scaling: float) -> dict[str, Any]:
     """The plain model's state dict from that of a model with LoRA layers injected (peft's names inside
     the model: ``<layer>.base_layer.weight``, ``<layer>.lora_A.default.weight``, ...): each adapted weight
@@ -114,6 +128,6 @@ def merged_state_dict(state: Mapping[str, Any], *, scaling: float) -> dict[str, 
             layer = name[: -len(_BASE + "weight")]
             a, b = state.get(layer + _A), state.get(layer + _B)
             if a is not None and b is not None:
-                tensor = tensor + (b.to(tensor.dtype) @ a.to(tensor.dtype)) * scaling
+                tensor = merge_adapter(tensor, a, b, scaling=scaling)
         out[plain] = tensor
     return out

@@ -272,6 +272,8 @@ class SamplerPool:
         """
         from safetensors.torch import load_file
 
+        from skyrl_train.lora import merge_adapter
+
         spec = sampler.spec
         if sampler.path is None:
             return {name: base[name] for name in model.state_dict()}
@@ -288,7 +290,7 @@ class SamplerPool:
             module = name[len(prefix) : -len(suffix_a)]
             b = saved[prefix + module + suffix_b]
             weight = f"{module}.weight"
-            merged[weight] = base[weight].to(device) + (b.to(device) @ a.to(device)) * scaling
+            merged[weight] = merge_adapter(base[weight].to(device), a, b, scaling=scaling)
         return merged
 
     def _build_engine(self, sampler: _Sampler) -> Any:

@@ -127,17 +127,15 @@ class PolicyWorker(FSDPWorker):
         model = super()._build_model(model_factory)
         if not self.lora.rank:
             return model
-        from skyrl_train.lora import apply_lora, lora_targets
+        from skyrl_train.lora import apply_lora, lora_targets, ties_output_embeddings
 
         lora = self.lora
-        if lora.train_unembed:
-            head, embed = model.get_output_embeddings(), model.get_input_embeddings()
-            if head is not None and embed is not None and head.weight is embed.weight:
-                # the engines hold one weight for both (vLLM skips a tied head's tensor when it loads)
-                raise ValueError(
-                    "trainer.policy.lora.train_unembed: this model ties its output projection to its input "
-                    "embeddings, so the engine could not take an adapted head apart from them; set it to false"
-                )
+        if lora.train_unembed and ties_output_embeddings(model):
+            # the engines hold one weight for both (vLLM skips a tied head's tensor when it loads)
+            raise ValueError(
+                "trainer.policy.lora.train_unembed: this model ties its output projection to its input "
+                "embeddings, so the engine could not take an adapted head apart from them; set it to false"
+            )
         targets = lora_targets(
             model, train_attn=lora.train_attn, train_mlp=lora.train_mlp, train_unembed=lora.train_unembed
         )
