@@ -118,9 +118,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from skyrl_train.config import load_config
-    from skyrl_train.eval_stats import mean_se, paired_change
+    from skyrl_train.evaluation.stages import StageEvaluator
+    from skyrl_train.evaluation.stats import mean_se, paired_change
     from skyrl_train.generator import MultiTurnGenerator
-    from skyrl_train.stage_eval import StageEvaluator
     from skyrl_train.trainer import Trainer
 
     run_dir = Path(tempfile.mkdtemp(prefix="sql_query_first_"))
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.save_model:
             trainer.policy.model.save_pretrained(args.save_model)
             trainer.tokenizer.save_pretrained(args.save_model)
-        from skyrl_train.stage_eval import EvalSet
+        from skyrl_train.evaluation.stages import EvalSet
 
         outcomes: dict[str, dict[int, float]] = {}
         for mode in ("natural", "query_first", "direct"):

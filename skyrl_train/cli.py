@@ -103,7 +103,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _eval_tasks(args: argparse.Namespace) -> int:
     """``eval --env``/``--data``: the tasks through the agent runner, pass@k per family and overall."""
-    from skyrl_train.evaluation import env_rows, format_episodes, format_table, read_rows, run_eval
+    from skyrl_train.evaluation.passk import env_rows, format_episodes, format_table, read_rows, run_eval
     from skyrl_train.inference import make_engine
 
     if args.show < 0:

@@ -1,6 +1,6 @@
 """The run's report: ``report.md`` next to the learning curves, telling what the run did and how sure it is.
 
-:func:`write_report` reads the run's summary (the stage table of :mod:`skyrl_train.stage_eval`) and its
+:func:`write_report` reads the run's summary (the stage table of :mod:`skyrl_train.evaluation.stages`) and its
 ``metrics.jsonl`` and writes:
 
 - ``curves.png``: training reward, pass rate, the evaluation sets' accuracy and the warm-up's NLL against

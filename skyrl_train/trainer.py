@@ -34,7 +34,7 @@ from skyrl_train import checkpoint as ckpt
 from skyrl_train.config import Config, ConfigError, SamplingParams
 from skyrl_train.cost import CostTotals, cpu_seconds, step_cost
 from skyrl_train.data import Datasets, row_value
-from skyrl_train.evaluation import evaluate_rows, pass_at_k
+from skyrl_train.evaluation.passk import evaluate_rows, pass_at_k
 from skyrl_train.sampling import eval_sampling, rollout_sampling
 from skyrl_train.workers.group import WorkerLostError
 from skyrl_train.workers.plan import (
@@ -254,7 +254,7 @@ class Trainer:
 
         data = Datasets.from_config(cfg.data, tr, self.tokenizer)
         self.train_set, self.val_rows, self.iterator = data.train, data.val_rows, data.iterator
-        from skyrl_train.stage_eval import StageEvaluator
+        from skyrl_train.evaluation.stages import StageEvaluator
 
         self.stage_evals = StageEvaluator.from_config(cfg)
         self.stage_evals.outcomes_path = self.run_dir / "eval_outcomes.jsonl"
@@ -587,7 +587,7 @@ class Trainer:
 
     def stage_eval(self, stage: str, step: int) -> dict[str, float]:
         """The stage evaluations of ``data.eval_sets`` at ``stage`` (before, after_warmup, after_rl), logged
-        at tracker step ``step``; see :mod:`skyrl_train.stage_eval`."""
+        at tracker step ``step``; see :mod:`skyrl_train.evaluation.stages`."""
         if not self.stage_evals:
             return {}
         start = time.perf_counter()

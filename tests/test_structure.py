@@ -146,3 +146,36 @@ def test_the_config_imports_no_part_it_configures():
         if not _within(target, CONFIG_MAY_IMPORT)
     }
     assert outside == set()
+
+
+TRAINING_SIDE = (
+    "skyrl_train.trainer",
+    "skyrl_train.async_training",
+    "skyrl_train.workers",
+    "skyrl_train.algorithms",
+    "skyrl_train.weight_sync",
+    "skyrl_train.checkpoint",
+    "skyrl_train.warmup",
+)
+"""What trains: the loop, the workers, the losses, weight sync and checkpoints."""
+
+
+def test_evaluation_rolls_out_and_never_reaches_the_training_side():
+    """``skyrl_train.evaluation`` scores a policy through the agent runner and an engine: a standalone
+    ``skyrl-train eval`` loads none of the training machinery, and the trainer calls evaluation, not back."""
+    modules = _modules()
+    graph = {name: _imported(name, path, modules) for name, path in modules.items()}
+    evaluation = [name for name in modules if _within(name, ("skyrl_train.evaluation",))]
+    assert {"skyrl_train.evaluation.passk", "skyrl_train.evaluation.stages"} <= set(evaluation)
+    reached = {(name, t) for name in evaluation for t in _reachable(name, graph) if _within(t, TRAINING_SIDE)}
+    assert reached == set()
+
+
+def test_the_old_evaluation_paths_re_export_the_same_objects():
+    import skyrl_train.eval_stats as old_stats
+    import skyrl_train.stage_eval as old_stages
+    from skyrl_train.evaluation import stages, stats
+
+    for old, new in ((old_stages, stages), (old_stats, stats)):
+        assert old.__all__ and all(getattr(old, name) is getattr(new, name) for name in old.__all__)
+    assert set(old_stages.__all__) == set(stages.__all__) and set(old_stats.__all__) == set(stats.__all__)

@@ -686,7 +686,7 @@ class EnvironmentConfig(Section):
 
 
 class EvalSetConfig(Section):
-    """One named set of the stage evaluations (see :mod:`skyrl_train.stage_eval`)."""
+    """One named set of the stage evaluations (see :mod:`skyrl_train.evaluation.stages`)."""
 
     paths: StrList = Field(min_length=1)
     """Parquet or JSONL files of the set's rows."""

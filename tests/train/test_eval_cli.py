@@ -12,7 +12,7 @@ from envs_for_tests import CountdownEnv
 
 import skyrl_gym
 from skyrl_train.cli import main
-from skyrl_train.evaluation import pass_at_k, pass_at_k_table
+from skyrl_train.evaluation.passk import pass_at_k, pass_at_k_table
 
 from .tiny_models import tiny_llama
 
@@ -186,7 +186,7 @@ def test_eval_progress_is_off_when_stderr_is_not_a_terminal(server, tmp_path, ca
 
 
 def test_show_clips_long_texts_with_a_note():
-    from skyrl_train.evaluation import format_episodes
+    from skyrl_train.evaluation.passk import format_episodes
     from skyrl_train.generator.base import TrajectoryResult
 
     long = "x" * 600 + "THE-END"

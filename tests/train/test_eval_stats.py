@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from skyrl_train.eval_stats import behaviour_shares, episode_behaviour, mean_se, paired_change
+from skyrl_train.evaluation.stats import behaviour_shares, episode_behaviour, mean_se, paired_change
 
 
 def test_mean_and_standard_error_by_hand():
