@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from skyrl_train.async_training import AsyncPlan, RolloutProducer
-from skyrl_train.generator.base import GeneratorOutput, TrajectoryResult
+from skyrl_train.rollout.records import GeneratorOutput, TrajectoryResult
 
 DEFAULT_METRICS = "/work/mainjob/runs/sql_cpu/metrics.jsonl"
 

@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_gym.envs.terminal.env import TerminalEnv
-from skyrl_train.agent import AgentRunner
-from skyrl_train.dispatch import AsyncBatchDispatcher
-from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
 from skyrl_train.inference import SamplingParams, make_engine
 from skyrl_train.inference.scripted import ScriptedEngine
+from skyrl_train.rollout import AgentRunner
+from skyrl_train.rollout.dispatch import AsyncBatchDispatcher
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
 
 REPO = Path(__file__).resolve().parents[1]
 

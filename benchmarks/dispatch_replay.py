@@ -63,9 +63,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skyrl_train.dispatch import AsyncBatchDispatcher
-from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout.dispatch import AsyncBatchDispatcher
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
 
 REPO = Path(__file__).resolve().parents[1]
 

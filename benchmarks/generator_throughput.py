@@ -5,7 +5,7 @@ from the embedded model (SmolLM2-135M-Instruct) on this machine's CPU, with EOS 
 exactly the same number of tokens:
 
 - baseline: one batched ``model.generate`` call (left padding, attention mask, sampling);
-- ours: :class:`~skyrl_train.generator.MultiTurnGenerator` over the math environment (single turn) with the
+- ours: :class:`~skyrl_train.rollout.MultiTurnGenerator` over the math environment (single turn) with the
   ``hf`` engine: chat templating, concurrent trajectories, environment steps and all.
 
     python benchmarks/generator_throughput.py [--prompts 8 --samples 4 --max-tokens 64 --repeats 2]
@@ -23,9 +23,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 
 from skyrl_gym.envs.math.tasks import task_for_seed  # noqa: E402
-from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
 from skyrl_train.inference.base import SamplingParams, make_engine  # noqa: E402
 from skyrl_train.models import load_model, load_tokenizer  # noqa: E402
+from skyrl_train.rollout import MultiTurnGenerator  # noqa: E402
 
 MODEL = "embedded:smollm2-135m"
 

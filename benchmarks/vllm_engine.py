@@ -110,8 +110,8 @@ def engine_generate(engine, prompts, samples, max_tokens) -> int:
 
 
 def episodes(engine, tokenizer, rows, samples) -> int:
-    from skyrl_train.generator import MultiTurnGenerator
     from skyrl_train.inference import SamplingParams
+    from skyrl_train.rollout import MultiTurnGenerator
 
     generator = MultiTurnGenerator(
         engine, tokenizer, default_env_class="text2sql", max_turns=2, max_tokens_per_trajectory=160

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from skyrl_train.generator.base import GeneratorOutput
+from skyrl_train.rollout.records import GeneratorOutput
 
 __all__ = [
     "AsyncPlan",
@@ -138,7 +138,7 @@ class AsyncStats:
 class RolloutProducer:
     """Generates groups continuously into a bounded buffer on a thread of its own (see the module docstring).
 
-    ``runner``: an :class:`~skyrl_train.agent.runner.AgentRunner` (``await runner.generate([row], n, params,
+    ``runner``: an :class:`~skyrl_train.rollout.runner.AgentRunner` (``await runner.generate([row], n, params,
     group_offset=index)``). ``rows``: the prompts, in order (the producer stops when they run out).
     ``sampling``: the sampling parameters of the ``s``-th batch of groups (``index // groups_per_step``).
     ``version``: the policy version the engine holds now. Use as a context manager, or ``start()`` and
@@ -438,7 +438,7 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]]) -> str:
     """The training steps of ``trainer`` in the asynchronous mode, from its iterator's position until the
     data, the steps or the time run out; returns why it stopped (as the synchronous loop does). The producer
     is stopped (its thread joined, groups in flight cancelled) before this returns or raises."""
-    from skyrl_train.agent.metrics import rollout_metrics
+    from skyrl_train.rollout.metrics import rollout_metrics
     from skyrl_train.sampling import rollout_sampling
 
     cfg, loop = trainer.cfg, trainer.loop

@@ -23,7 +23,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from skyrl_train.generator.base import GeneratorOutput, TrajectoryResult
+from skyrl_train.rollout.records import GeneratorOutput, TrajectoryResult
 
 __all__ = ["DynamicSampler", "has_reward_variance", "mini_batch_groups"]
 

@@ -52,11 +52,11 @@ name for ``ppo``."""
 
 
 def _tool_modules() -> dict[str, str]:
-    """Each module of ``skyrl_train.agent.tools`` holds the tool of its name: found in its folder without
+    """Each module of ``skyrl_train.rollout.tools`` holds the tool of its name: found in its folder without
     importing it (the trainer's modules name no environment, and these tools are named after theirs)."""
-    folder = Path(__file__).parent / "agent" / "tools"
+    folder = Path(__file__).parent / "rollout" / "tools"
     return {
-        info.name: f"skyrl_train.agent.tools.{info.name}:{info.name}"
+        info.name: f"skyrl_train.rollout.tools.{info.name}:{info.name}"
         for info in pkgutil.iter_modules([str(folder)])
         if not info.name.startswith("_")
     }
@@ -79,9 +79,9 @@ DISPATCHERS: Registry[Callable[..., Any]] = Registry(
     "dispatcher",
     "generator.dispatcher",
     builtins={
-        "async_batch": "skyrl_train.dispatch.async_batch:AsyncBatchDispatcher",
-        "fixed_pool": "skyrl_train.dispatch.fixed_pool:FixedPoolDispatcher",
-        "async_pipeline": "skyrl_train.dispatch.async_pipeline:AsyncPipelineDispatcher",
+        "async_batch": "skyrl_train.rollout.dispatch.async_batch:AsyncBatchDispatcher",
+        "fixed_pool": "skyrl_train.rollout.dispatch.fixed_pool:FixedPoolDispatcher",
+        "async_pipeline": "skyrl_train.rollout.dispatch.async_pipeline:AsyncPipelineDispatcher",
     },
 )
 """Dispatcher factories by name (``generator.dispatcher``); a dispatcher class's ``family`` names the section of
@@ -105,8 +105,8 @@ AGENTS: Registry[Callable[..., Any]] = Registry(
     "agent",
     "generator.agent",
     builtins={
-        "multi_turn": "skyrl_train.agent.trajectory:Trajectory",
-        "react": "skyrl_train.agent.react:ReActTrajectory",
+        "multi_turn": "skyrl_train.rollout.trajectory:Trajectory",
+        "react": "skyrl_train.rollout.react:ReActTrajectory",
     },
 )
 """Trajectory classes by agent name (``generator.agent``); a class whose ``reads_react_section`` is true takes

@@ -354,7 +354,7 @@ async def _play_again(runner: Any, row: Mapping[str, Any], timeout_s: float | No
     """Step the environment of a recorded episode with its actions: the first divergence, or (None, "")."""
     import skyrl_gym
     from skyrl_gym.vector import acall, ainit, astep
-    from skyrl_train.agent.trajectory import split_row
+    from skyrl_train.rollout.trajectory import split_row
 
     prompt, turns = recorded_turns(row)
     task = dict(row["task"])
@@ -400,9 +400,9 @@ def replay_episodes(
     """Play each recorded episode's actions against its environment as it is now (the run's config gives
     the environments' settings and the agent); see the module docstring. ``limit`` caps the episodes."""
     from skyrl_train import checkpoint as ckpt
-    from skyrl_train.agent.runner import AgentRunner
     from skyrl_train.models import load_tokenizer
     from skyrl_train.record import read_rollouts
+    from skyrl_train.rollout.runner import AgentRunner
 
     run_dir = Path(run_dir)
     cfg = _run_config(run_dir, ckpt.find_latest(run_dir))

@@ -302,8 +302,8 @@ class Trainer:
     def _build_parts(self, device: str) -> None:
         """The workers, the engine and the runner (again after a lost worker): in this process or spawned
         processes, or as Ray actors (``trainer.placement.backend=ray``)."""
-        from skyrl_train.generator import MultiTurnGenerator
         from skyrl_train.inference.base import engine_class
+        from skyrl_train.rollout import MultiTurnGenerator
 
         cfg, tr = self.cfg, self.cfg.trainer
         if tr.placement.backend == "ray":
@@ -600,7 +600,7 @@ class Trainer:
     def warmup(self) -> None:
         """The supervised warm-up (``trainer.sft_warmup``): the environments' reference trajectories, then a
         fresh RL optimizer."""
-        from skyrl_train.generator import MultiTurnGenerator
+        from skyrl_train.rollout import MultiTurnGenerator
         from skyrl_train.warmup import supervised_step
 
         tr, loop = self.cfg.trainer, self.loop

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("skyrl_gym", "skyrl_train")
 
@@ -160,14 +162,15 @@ TRAINING_SIDE = (
 """What trains: the loop, the workers, the losses, weight sync and checkpoints."""
 
 
-def test_evaluation_rolls_out_and_never_reaches_the_training_side():
-    """``skyrl_train.evaluation`` scores a policy through the agent runner and an engine: a standalone
-    ``skyrl-train eval`` loads none of the training machinery, and the trainer calls evaluation, not back."""
+@pytest.mark.parametrize("package", ["skyrl_train.rollout", "skyrl_train.evaluation"])
+def test_rollout_and_evaluation_never_reach_the_training_side(package):
+    """Rollouts and evaluations run through an engine: a standalone ``skyrl-train eval`` loads none of the
+    training machinery, and the trainer calls them, never the other way round."""
     modules = _modules()
     graph = {name: _imported(name, path, modules) for name, path in modules.items()}
-    evaluation = [name for name in modules if _within(name, ("skyrl_train.evaluation",))]
-    assert {"skyrl_train.evaluation.passk", "skyrl_train.evaluation.stages"} <= set(evaluation)
-    reached = {(name, t) for name in evaluation for t in _reachable(name, graph) if _within(t, TRAINING_SIDE)}
+    members = [name for name in modules if _within(name, (package,))]
+    assert len(members) > 3
+    reached = {(name, t) for name in members for t in _reachable(name, graph) if _within(t, TRAINING_SIDE)}
     assert reached == set()
 
 
@@ -179,3 +182,40 @@ def test_the_old_evaluation_paths_re_export_the_same_objects():
     for old, new in ((old_stages, stages), (old_stats, stats)):
         assert old.__all__ and all(getattr(old, name) is getattr(new, name) for name in old.__all__)
     assert set(old_stages.__all__) == set(stages.__all__) and set(old_stats.__all__) == set(stats.__all__)
+
+
+def test_the_old_rollout_names_are_the_new_modules():
+    """``skyrl_train.agent``, ``skyrl_train.dispatch`` and ``skyrl_train.generator`` alias the modules that
+    moved into ``skyrl_train.rollout``: one module object under both names, so a patch through either
+    reaches the code that runs."""
+    import importlib
+
+    pairs = {
+        "skyrl_train.agent.runner": "skyrl_train.rollout.runner",
+        "skyrl_train.agent.trajectory": "skyrl_train.rollout.trajectory",
+        "skyrl_train.agent.react": "skyrl_train.rollout.react",
+        "skyrl_train.agent.registry": "skyrl_train.rollout.agents",
+        "skyrl_train.agent.tools": "skyrl_train.rollout.tools",
+        "skyrl_train.agent.tools.sql": "skyrl_train.rollout.tools.sql",
+        "skyrl_train.dispatch.base": "skyrl_train.rollout.dispatch.base",
+        "skyrl_train.dispatch.fixed_pool": "skyrl_train.rollout.dispatch.fixed_pool",
+        "skyrl_train.generator.base": "skyrl_train.rollout.records",
+    }
+    for old, new in pairs.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    from skyrl_train import agent, dispatch, generator, rollout
+    from skyrl_train.generator.multi_turn import MultiTurnGenerator
+
+    assert agent.AgentRunner is rollout.AgentRunner and generator.MultiTurnGenerator is MultiTurnGenerator
+    assert dispatch.make_dispatcher is rollout.dispatch.make_dispatcher
+    assert generator.TrajectoryResult is rollout.TrajectoryResult
+
+
+def test_a_trajectory_reaches_no_runner_and_no_dispatcher():
+    """A trajectory takes what it reads from its context; the runner and the dispatchers schedule it and
+    are never called back from it."""
+    modules = _modules()
+    graph = {name: _imported(name, path, modules) for name, path in modules.items()}
+    reached = _reachable("skyrl_train.rollout.trajectory", graph)
+    assert "skyrl_train.rollout.runner" not in reached and "skyrl_train.rollout" not in reached
+    assert not any(_within(name, ("skyrl_train.rollout.dispatch",)) for name in reached)

@@ -1,19 +1,19 @@
-"""The agent layer: one rollout path from dataset rows to trajectories.
+"""The earlier name of :mod:`skyrl_train.rollout` (its agents, runner and tools), kept for one release."""
 
-- :class:`~skyrl_train.agent.runner.AgentRunner`: rows in, :class:`~skyrl_train.generator.base.GeneratorOutput`
-  out, each sample a staged job of the configured agent run through a dispatcher;
-- :class:`~skyrl_train.agent.trajectory.Trajectory`: one sample as a staged job (set-up, the turn loop,
-  verification after the episode, release); ``.result`` is its
-  :class:`~skyrl_train.generator.base.TrajectoryResult`;
-- :data:`~skyrl_train.agent.registry.AGENTS`: trajectory classes by name (``generator.agent``);
-- :class:`~skyrl_train.agent.template.ChatTemplate` and :func:`~skyrl_train.agent.metrics.rollout_metrics`.
-"""
-
-from skyrl_train.agent.metrics import rollout_metrics
-from skyrl_train.agent.registry import AGENTS, agent_class, register_agent
-from skyrl_train.agent.runner import AgentRunner
-from skyrl_train.agent.template import ChatTemplate, sample_seed, stop_strings_for
-from skyrl_train.agent.trajectory import Trajectory, split_row
+from skyrl_train.compat import alias_modules
+from skyrl_train.names import BUILTIN_AGENT_TOOLS
+from skyrl_train.rollout import (
+    AGENTS,
+    AgentRunner,
+    ChatTemplate,
+    Trajectory,
+    agent_class,
+    register_agent,
+    rollout_metrics,
+    sample_seed,
+    split_row,
+    stop_strings_for,
+)
 
 __all__ = [
     "AGENTS",
@@ -27,3 +27,16 @@ __all__ = [
     "split_row",
     "stop_strings_for",
 ]
+
+alias_modules(
+    __name__,
+    {
+        **{
+            name: f"skyrl_train.rollout.{name}"
+            for name in ("metrics", "react", "runner", "template", "trajectory")
+        },
+        "registry": "skyrl_train.rollout.agents",
+        "tools": "skyrl_train.rollout.tools",
+        **{f"tools.{name}": f"skyrl_train.rollout.tools.{name}" for name in BUILTIN_AGENT_TOOLS},
+    },
+)

@@ -560,7 +560,7 @@ class AsyncPipelineConfig(Section):
 
 class ReActSettings(Section):
     """Settings of ``generator.agent=react``: the ReAct loop over tools in the OpenAI tool-call format
-    (see skyrl_train.agent.react.ReActConfig)."""
+    (see skyrl_train.rollout.react.ReActConfig)."""
 
     tools: StrList | None = None
     """Tool names from the TOOLS registry (bash, editor, code_search, python, sql, search, finish, or your own);
@@ -647,9 +647,9 @@ class GeneratorConfig(Section):
     eval_n_samples_per_prompt: int = Field(1, ge=1)
     """Samples per evaluation prompt (pass@k needs k > 1 and a temperature above 0)."""
     dispatcher: str = "async_batch"
-    """How rollouts are scheduled: a dispatcher registered in skyrl_train.dispatch (async_batch...)."""
+    """How rollouts are scheduled: a dispatcher registered in skyrl_train.rollout.dispatch (async_batch...)."""
     agent: str = "multi_turn"
-    """The agent each trajectory plays, by name in skyrl_train.agent's registry: multi_turn (the environment's
+    """The agent each trajectory plays, by name in skyrl_train.rollout's registry: multi_turn (the environment's
     own protocol, turn by turn), react (OpenAI-style tool calls over the environment's tools) or your own."""
     max_concurrent_trajectories: int = Field(64, ge=1)
     """Most trajectories in flight at once: async_batch's max_concurrency, fixed_pool's workers (unless

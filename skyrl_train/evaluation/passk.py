@@ -188,15 +188,15 @@ def run_eval(
     max_concurrency: int = 16,
     progress: bool | None = False,
 ) -> tuple[dict[str, dict[str, float]], Any]:
-    """Play ``n`` samples of every row through an :class:`~skyrl_train.agent.AgentRunner`; the pass@k table
+    """Play ``n`` samples of every row through an :class:`~skyrl_train.rollout.AgentRunner`; the pass@k table
     (k = 1 and powers of two up to ``n``) and the runner's output.
 
     ``progress`` shows episodes done, the pass rate so far, elapsed time and ETA on stderr as each episode
     finishes (``None``: when stderr is a terminal; see :class:`skyrl_gym.progress.EpisodeProgress`).
     """
     from skyrl_gym.progress import EpisodeProgress
-    from skyrl_train.agent import AgentRunner
     from skyrl_train.inference.base import SamplingParams
+    from skyrl_train.rollout import AgentRunner
 
     if temperature is None:
         temperature = 0.0 if n == 1 else 0.7

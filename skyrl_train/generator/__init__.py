@@ -1,18 +1,19 @@
-"""Generators: dataset rows in, trajectories (token ids, loss masks, rewards, end states) out.
+"""The earlier name (and SkyRL's) of the rollout records and the multi-turn generator: see
+:mod:`skyrl_train.rollout`. Kept for one release."""
 
-- :class:`~skyrl_train.generator.base.TrajectoryResult`, :class:`~skyrl_train.generator.base.GeneratorOutput`,
-  :class:`~skyrl_train.generator.base.Generator`: the interface the trainer consumes.
-- :class:`~skyrl_train.generator.multi_turn.MultiTurnGenerator`: the agent runner
-  (:class:`skyrl_train.agent.AgentRunner`): multi-turn rollouts in skyrl_gym environments, token in, token
-  out, many at once through a dispatcher.
-
-The runner's names are loaded on first use: the agent layer imports this package's records, so importing
-them here eagerly would import the agent layer back while it loads.
-"""
-
-from typing import Any
-
-from skyrl_train.generator.base import END_STATES, EndState, Generator, GeneratorOutput, TrajectoryResult
+from skyrl_train.compat import alias_modules
+from skyrl_train.rollout import (
+    END_STATES,
+    ChatTemplate,
+    EndState,
+    Generator,
+    GeneratorOutput,
+    MultiTurnGenerator,
+    TrajectoryResult,
+    rollout_metrics,
+    sample_seed,
+    stop_strings_for,
+)
 
 __all__ = [
     "END_STATES",
@@ -27,18 +28,4 @@ __all__ = [
     "stop_strings_for",
 ]
 
-_FROM_MULTI_TURN = (
-    "ChatTemplate",
-    "MultiTurnGenerator",
-    "rollout_metrics",
-    "sample_seed",
-    "stop_strings_for",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM_MULTI_TURN:
-        from skyrl_train.generator import multi_turn
-
-        return getattr(multi_turn, name)
-    raise AttributeError(f"module 'skyrl_train.generator' has no attribute {name!r}")
+alias_modules(__name__, {"base": "skyrl_train.rollout.records"})

@@ -80,7 +80,7 @@ class RayLayout:
 
     def build_generator(self, config: Any, engine: Any) -> Any:
         """The runner: environments in a pool of ``generator.env_workers`` actors, or in this process."""
-        from skyrl_train.generator import MultiTurnGenerator
+        from skyrl_train.rollout import MultiTurnGenerator
 
         if not self.plan.env_workers:
             return MultiTurnGenerator.from_config(engine, config)

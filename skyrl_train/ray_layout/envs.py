@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from skyrl_train.generator.multi_turn import MultiTurnGenerator
+from skyrl_train.rollout.runner import MultiTurnGenerator
 
 __all__ = ["EnvActor", "EnvActorPool", "RemoteEnv", "RemoteEnvRunner"]
 
@@ -239,7 +239,7 @@ class EnvActorPool:
 
 class RemoteEnvRunner(MultiTurnGenerator):
     """The runner with its environments in an :class:`EnvActorPool` (``env_pool``); everything else is the
-    :class:`~skyrl_train.generator.multi_turn.MultiTurnGenerator`'s."""
+    :class:`~skyrl_train.rollout.runner.MultiTurnGenerator`'s."""
 
     def __init__(self, *args: Any, env_pool: EnvActorPool, **kwargs: Any):
         super().__init__(*args, **kwargs)

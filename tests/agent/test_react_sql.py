@@ -10,8 +10,8 @@ from skyrl_gym.envs.code.env import CodeEnv
 from skyrl_gym.envs.sql.env import Text2SQLEnv
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import adversarial_actions, episodes, text_actions, tool_call_actions
-from skyrl_train.agent.react import ReActEnv, render_tool_call, template_renders_tools, tools_system_prompt
-from skyrl_train.agent.tools import TOOLS
+from skyrl_train.rollout.react import ReActEnv, render_tool_call, template_renders_tools, tools_system_prompt
+from skyrl_train.rollout.tools import TOOLS
 
 MUST_PASS = ("oracle-earns-full-reward", "noop-earns-nothing", "deterministic", "no-shared-state")
 
@@ -185,8 +185,8 @@ def test_tools_prompt_and_template_probe():
 
 
 def test_the_react_agent_wraps_the_row_environment():
-    from skyrl_train.agent.react import ReActTrajectory
-    from skyrl_train.agent.registry import agent_class
+    from skyrl_train.rollout.agents import agent_class
+    from skyrl_train.rollout.react import ReActTrajectory
 
     assert agent_class("react") is ReActTrajectory
     trajectory = ReActTrajectory(None, {"prompt": []}, None, react={"max_repeats": 2, "tools": ["sql"]})

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from skyrl_gym.envs.terminal.env import TerminalEnv, instruction_prompt
-from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
@@ -65,8 +65,8 @@ def solver(solve: bool):
     ids=["async_pipeline", "fixed_pool"],
 )
 def test_terminal_tasks_run_through_the_stages_in_containers(docker_engine, tokenizer, make):
-    from skyrl_train.agent import AgentRunner
     from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
+    from skyrl_train.rollout import AgentRunner
 
     dispatcher = make()
     for solve, reward in ((True, 1.0), (False, 0.0)):

@@ -11,7 +11,7 @@ import pytest
 
 import skyrl_gym
 from skyrl_gym.envs.terminal.env import TerminalEnv, instruction_prompt
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
@@ -62,8 +62,8 @@ def _script(text: str) -> str:
 
 
 def _run(tokenizer, reuse: bool) -> tuple[Any, list[str]]:
-    from skyrl_train.agent import AgentRunner
     from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
+    from skyrl_train.rollout import AgentRunner
 
     CountedTerminal.containers = []
     runner = AgentRunner(

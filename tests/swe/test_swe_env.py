@@ -215,7 +215,7 @@ def test_an_episode_its_runner_stopped_is_verified_as_it_stands(bwrap):
 
 
 def test_agent_layer_tools_work_on_the_workspace(bwrap):
-    from skyrl_train.agent.tools import TOOLS
+    from skyrl_train.rollout.tools import TOOLS
 
     instance = CHECKED[0]
     env = SWEEnv(FAST, extras(instance))
@@ -234,7 +234,7 @@ def test_agent_layer_tools_work_on_the_workspace(bwrap):
 
 
 def test_react_agent_plays_the_reference_tool_calls(bwrap):
-    from skyrl_train.agent.react import ReActEnv
+    from skyrl_train.rollout.react import ReActEnv
 
     env = ReActEnv(SWEEnv(FAST, extras(CHECKED[0])), {"tool_timeout_s": 30.0})
     env.init(None)

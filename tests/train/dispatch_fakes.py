@@ -12,7 +12,7 @@ import collections
 import contextlib
 from typing import Any
 
-from skyrl_train.dispatch import STAGES, WorkerSlot
+from skyrl_train.rollout.dispatch import STAGES, WorkerSlot
 
 HANG_S = 3600.0
 """How long a "hanging" stage sleeps: far past any deadline a test sets."""

@@ -13,10 +13,17 @@ from deferring_env import DeferredCountdownEnv
 from envs_for_tests import CountdownEnv
 
 import skyrl_gym
-from skyrl_train.agent import AGENTS, AgentRunner, Trajectory, register_agent
-from skyrl_train.dispatch import AsyncBatchDispatcher, StagedJob
-from skyrl_train.generator import MultiTurnGenerator
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
+from skyrl_train.rollout import (
+    AGENTS,
+    AgentRunner,
+    ChatTemplate,
+    MultiTurnGenerator,
+    RolloutContext,
+    Trajectory,
+    register_agent,
+)
+from skyrl_train.rollout.dispatch import AsyncBatchDispatcher, StagedJob
 
 pytest.importorskip("transformers")
 
@@ -94,6 +101,30 @@ def test_a_trajectory_is_a_staged_job_and_multi_turn_generator_is_the_runner(tok
     job = runner.trajectory(row("agent_test_countdown"), params())
     assert isinstance(job, StagedJob) and isinstance(job, Trajectory)
     assert issubclass(MultiTurnGenerator, AgentRunner) and runner.agent == "multi_turn"
+
+
+def test_a_trajectory_needs_only_its_context_not_a_runner(tokenizer):
+    """A trajectory reads what it uses from a :class:`RolloutContext`: one built by hand, with no runner
+    anywhere, plays an episode, its budgets and its environment factory taken from the context."""
+    made_here: list[str] = []
+
+    def make_env(env_class: str, extras: dict[str, Any]) -> Any:
+        made_here.append(env_class)
+        return skyrl_gym.make(env_class, extras=extras)
+
+    engine = ScriptedEngine(tokenizer, answer("4"))
+    context = RolloutContext(
+        engine=engine, template=ChatTemplate(tokenizer), make_env=make_env, max_turns=1, stop=("</answer>",)
+    )
+    result = run(Trajectory(context, row("agent_test_countdown"), params(), group_id=2).run())
+    assert made_here == ["agent_test_countdown"] and "agent_test_countdown" in context.env_types
+    assert result.reward == 1.0 and result.end == "terminated" and result.group_id == 2
+    assert result.num_turns == 1 and result.loss_mask and sum(result.loss_mask) > 0
+    # the runner hands its trajectories a context of its current settings
+    runner = AgentRunner(engine, max_turns=3)
+    job = runner.trajectory(row("agent_test_countdown"), params())
+    assert job.context.engine is engine and job.context.max_turns == 3
+    assert not hasattr(job, "runner")
 
 
 def test_deferred_verification_runs_in_the_evaluate_stage(tokenizer):

@@ -133,7 +133,7 @@ def test_bad_trajectories_are_named():
 
 
 def test_with_the_generators_trajectory_and_the_algorithms():
-    base = pytest.importorskip("skyrl_train.generator.base")
+    base = pytest.importorskip("skyrl_train.rollout.records")
     from skyrl_train.algorithms import compute_batch_advantages
     from skyrl_train.config import AlgorithmConfig
 

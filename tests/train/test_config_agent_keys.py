@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from skyrl_train.agent import AgentRunner
-from skyrl_train.agent.react import ReActConfig
 from skyrl_train.config import ConfigError, load_config
-from skyrl_train.dispatch.async_batch import AsyncBatchDispatcher
-from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout import AgentRunner
+from skyrl_train.rollout.dispatch.async_batch import AsyncBatchDispatcher
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout.react import ReActConfig
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_from_config_gives_the_react_agent_its_settings(runner):
 def test_a_registered_dispatcher_takes_the_section_of_the_built_in_it_builds_on(runner):
     """A dispatcher's settings section is the one its class declares (``family``, inherited from the built-in
     it extends); a plain factory has none, so a section set for it is refused."""
-    from skyrl_train.dispatch import DISPATCHERS
+    from skyrl_train.rollout.dispatch import DISPATCHERS
 
     class MyPool(FixedPoolDispatcher):
         """The fixed pool with a name of its own."""

@@ -26,16 +26,15 @@ torch = pytest.importorskip("torch")
 
 from pydantic import BaseModel  # noqa: E402
 
-from skyrl_train.agent import AGENTS, Trajectory  # noqa: E402
 from skyrl_train.async_training import AsyncPlan  # noqa: E402
 from skyrl_train.config import Config, ConfigError, NotImplementedYet, iter_keys, load_config  # noqa: E402
 from skyrl_train.data import Datasets  # noqa: E402
-from skyrl_train.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
 from skyrl_train.dynamic_sampling import DynamicSampler  # noqa: E402
 from skyrl_train.evaluation.stages import StageEvaluator  # noqa: E402
-from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
 from skyrl_train.inference.base import engine_class  # noqa: E402
 from skyrl_train.inference.scripted import ScriptedEngine  # noqa: E402
+from skyrl_train.rollout import AGENTS, MultiTurnGenerator, Trajectory  # noqa: E402
+from skyrl_train.rollout.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
 from skyrl_train.tracking import Tracker  # noqa: E402
 from skyrl_train.trainer import (  # noqa: E402
     LoopPlan,

@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from skyrl_train.dispatch import STAGES
-from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch import STAGES
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
 
 from .dispatch_fakes import FakeJob, Tracker
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from skyrl_train.dispatch import (
+from skyrl_train.rollout.dispatch import (
     AsyncBatchDispatcher,
     JobFailure,
     StagedJob,

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
 
 from .dispatch_fakes import FakeJob, Tracker
 

@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from skyrl_train.dispatch import STAGES, AsyncBatchDispatcher, JobFailure, make_dispatcher
-from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout.dispatch import STAGES, AsyncBatchDispatcher, JobFailure, make_dispatcher
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
 
 from .dispatch_fakes import FakeJob, Tracker, stages_run_in_order
 

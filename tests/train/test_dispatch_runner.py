@@ -10,11 +10,11 @@ import pytest
 from deferring_env import DeferredCountdownEnv
 
 import skyrl_gym
-from skyrl_train.agent import AgentRunner
-from skyrl_train.dispatch import AsyncBatchDispatcher, StageTimeouts
-from skyrl_train.dispatch.async_pipeline import AsyncPipelineDispatcher
-from skyrl_train.dispatch.fixed_pool import FixedPoolDispatcher
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
+from skyrl_train.rollout import AgentRunner
+from skyrl_train.rollout.dispatch import AsyncBatchDispatcher, StageTimeouts
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
 
 pytest.importorskip("transformers")
 

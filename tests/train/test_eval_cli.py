@@ -187,7 +187,7 @@ def test_eval_progress_is_off_when_stderr_is_not_a_terminal(server, tmp_path, ca
 
 def test_show_clips_long_texts_with_a_note():
     from skyrl_train.evaluation.passk import format_episodes
-    from skyrl_train.generator.base import TrajectoryResult
+    from skyrl_train.rollout.records import TrajectoryResult
 
     long = "x" * 600 + "THE-END"
     episode = TrajectoryResult(

@@ -19,15 +19,15 @@ import pytest
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.math.tasks import build_rows
-from skyrl_train.dispatch import AsyncBatchDispatcher, JobFailure, make_dispatcher
-from skyrl_train.generator import (
+from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
+from skyrl_train.rollout import (
     ChatTemplate,
     MultiTurnGenerator,
     TrajectoryResult,
     sample_seed,
     stop_strings_for,
 )
-from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
+from skyrl_train.rollout.dispatch import AsyncBatchDispatcher, JobFailure, make_dispatcher
 
 from .tiny_models import tiny_llama
 

@@ -19,9 +19,9 @@ import torch
 from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
-from skyrl_train.agent.react import render_tool_call
 from skyrl_train.config import load_config
 from skyrl_train.inference.scripted import ScriptedEngine
+from skyrl_train.rollout.react import render_tool_call
 from skyrl_train.trainer import Trainer
 
 pytest.importorskip("transformers")
@@ -148,8 +148,8 @@ def test_one_grpo_step_with_the_react_agent_trains_and_masks_error_trajectories_
 def test_the_warm_up_plays_each_rows_reference_through_the_react_loop(sql_rows, tokenizer):
     """The warm-up asks the environment as the agent plays it (``AgentRunner.make_env``: inside ``ReActEnv``)
     for its reference, so the references are tool calls and they earn the full reward through the loop."""
-    from skyrl_train.agent.runner import AgentRunner
     from skyrl_train.config import SamplingParams
+    from skyrl_train.rollout.runner import AgentRunner
     from skyrl_train.warmup import play_references, reference_episodes
 
     _, rows = sql_rows

@@ -13,9 +13,9 @@ pytest.importorskip("duckdb")
 from skyrl_gym.datasets.sql.heldout import build_heldout  # noqa: E402
 from skyrl_train.config import load_config  # noqa: E402
 from skyrl_train.evaluation.stages import EvalSet, StageEvaluator  # noqa: E402
-from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine  # noqa: E402
 from skyrl_train.report import write_report  # noqa: E402
+from skyrl_train.rollout import MultiTurnGenerator  # noqa: E402
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=4096)
 

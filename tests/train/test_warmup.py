@@ -15,9 +15,9 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput  # n
 from skyrl_gym.envs.math.tasks import build_rows  # noqa: E402
 from skyrl_gym.envs.sql.data import load_split  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
-from skyrl_train.generator import MultiTurnGenerator  # noqa: E402
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine  # noqa: E402
 from skyrl_train.models import load_model  # noqa: E402
+from skyrl_train.rollout import MultiTurnGenerator  # noqa: E402
 from skyrl_train.warmup import play_references, reference_episodes, scripted_turns, supervised_step  # noqa: E402
 from skyrl_train.workers import PolicyWorker  # noqa: E402
 

@@ -1,6 +1,6 @@
 """``Trajectory``: one (row, sample) played out as a staged job, token in, token out.
 
-The stages a dispatcher schedules (see :mod:`skyrl_train.dispatch.base`)::
+The stages a dispatcher schedules (see :mod:`skyrl_train.rollout.dispatch.base`)::
 
     initialize   env = skyrl_gym.make(row["env_class"], env_config=..., extras=<the row's other columns>)
                  env.defer_verification()          # when the env supports it: verification gets its own stage
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import functools
 import logging
 import threading
@@ -39,16 +40,15 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from skyrl_train.agent.template import sample_seed, stop_strings_for
-from skyrl_train.generator.base import END_STATES, TrajectoryResult
+from skyrl_train.rollout.records import END_STATES, TrajectoryResult
+from skyrl_train.rollout.template import sample_seed, stop_strings_for
 
 if TYPE_CHECKING:
-    from skyrl_train.agent.runner import AgentRunner
-    from skyrl_train.dispatch.base import WorkerSlot
+    from skyrl_train.rollout.dispatch.base import WorkerSlot
 
-__all__ = ["Trajectory", "split_row"]
+__all__ = ["RolloutContext", "Trajectory", "split_row"]
 
-logger = logging.getLogger("skyrl_train.generator")
+logger = logging.getLogger("skyrl_train.rollout")
 
 
 def _describe(exc: BaseException) -> str:
@@ -68,6 +68,38 @@ def split_row(row: Mapping[str, Any], default_env_class: str | None) -> tuple[st
     return env_class, [dict(m) for m in prompt], copy.deepcopy(extras)
 
 
+@dataclasses.dataclass(frozen=True)
+class RolloutContext:
+    """What a trajectory reads from the runner that schedules it: the engine, the chat template, how to make
+    an environment, and the budgets and deadlines of the episode. The runner builds one per trajectory
+    (:meth:`~skyrl_train.rollout.runner.AgentRunner.context`)."""
+
+    engine: Any
+    """The inference engine."""
+    template: Any
+    """The :class:`~skyrl_train.rollout.template.ChatTemplate`."""
+    make_env: Callable[[str, dict[str, Any]], Any]
+    """``make_env(env_class, extras)``: a new environment of the class with the runner's settings for it."""
+    default_env_class: str | None = None
+    """The environment of a row without an ``env_class`` column."""
+    max_turns: int | None = None
+    """Turns of an episode (None: the environment's own budget)."""
+    max_input_length: int | None = None
+    """Tokens of the context a turn may start from (None: no cap)."""
+    max_tokens_per_trajectory: int | None = None
+    """Tokens the model may generate over the episode (None: no cap)."""
+    stop: Sequence[str] = ()
+    """Stop strings of every turn, beside the environment's and the sampling parameters'."""
+    env_timeout_s: float | None = 300.0
+    """Deadline of each environment call (None: none)."""
+    env_close_timeout_s: float | None = 30.0
+    """Deadline of an environment's ``close()``."""
+    reuse_envs: bool = True
+    """Whether a worker slot may keep an environment for the next trajectory that asks for the same one."""
+    env_types: dict[str, type] = dataclasses.field(default_factory=dict)
+    """The runner's record of each environment class's type (filled as environments are made)."""
+
+
 class Trajectory:
     """The staged job of one sample of one dataset row; ``result`` is its :class:`TrajectoryResult`.
 
@@ -75,8 +107,8 @@ class Trajectory:
     plays against through :meth:`wrap_env` (the ReAct agent wraps the environment in its tool loop).
 
     Args:
-        runner: the :class:`~skyrl_train.agent.runner.AgentRunner` whose engine, chat template, environment
-            configs, budgets and deadlines this trajectory uses.
+        context: the :class:`RolloutContext` of the runner that schedules it: engine, chat template,
+            environments, budgets and deadlines.
         row: the dataset row (``prompt``, ``env_class``, extra columns).
         sampling_params: the engine's sampling parameters (``max_tokens``, ``stop``, ``seed``...).
         group_id: which prompt of the batch this is a sample of.
@@ -88,14 +120,14 @@ class Trajectory:
 
     def __init__(
         self,
-        runner: AgentRunner,
+        context: RolloutContext,
         row: Mapping[str, Any],
         sampling_params: Any,
         *,
         group_id: int = 0,
         sample_index: int = 0,
     ):
-        self.runner = runner
+        self.context = context
         self.row = row
         self.sampling_params = sampling_params
         self.env: Any = None
@@ -122,12 +154,12 @@ class Trajectory:
     @property
     def engine(self) -> Any:
         """The inference engine."""
-        return self.runner.engine
+        return self.context.engine
 
     @property
     def template(self) -> Any:
-        """The :class:`~skyrl_train.agent.template.ChatTemplate`."""
-        return self.runner.template
+        """The :class:`~skyrl_train.rollout.template.ChatTemplate`."""
+        return self.context.template
 
     @property
     def result(self) -> TrajectoryResult:
@@ -153,24 +185,24 @@ class Trajectory:
         """Make the environment, ask it to defer verification when it can, and init it."""
         from skyrl_gym.vector import ainit
 
-        runner, result = self.runner, self._result
+        context, result = self.context, self._result
         self.slot = slot
         try:
-            env_class, prompt, extras = split_row(self.row, runner.default_env_class)
+            env_class, prompt, extras = split_row(self.row, context.default_env_class)
             result.env_class = env_class
             started = time.monotonic()
             env = None
-            if slot is not None and runner.reuse_envs:
+            if slot is not None and context.reuse_envs:
                 env = await self._reuse_kept(slot, env_class, extras)
             if env is None:
                 env = await self._make_env(env_class, extras)
             self.env = self.task_env = env
-            runner._env_types.setdefault(env_class, type(getattr(env, "unwrapped", env)))
+            context.env_types.setdefault(env_class, type(getattr(env, "unwrapped", env)))
             if getattr(env, "supports_deferred_verification", False) is True:
                 env.defer_verification()
                 self.deferred = True
             self.env = env = self.wrap_env(env)
-            start = await ainit(env, prompt, timeout_s=runner.env_timeout_s)
+            start = await ainit(env, prompt, timeout_s=context.env_timeout_s)
             result.env_s += time.monotonic() - started
             if not start.ok:
                 self._fail(f"environment init failed: {start.error}")
@@ -189,7 +221,7 @@ class Trajectory:
         if kept is None:
             return None
         try:
-            taken = await acall(functools.partial(kept.reuse, extras), self.runner.env_timeout_s)
+            taken = await acall(functools.partial(kept.reuse, extras), self.context.env_timeout_s)
         except asyncio.CancelledError:
             self.env = self.task_env = kept  # release() closes it
             raise
@@ -199,7 +231,7 @@ class Trajectory:
         if taken is True:
             self.reused = True
             return kept
-        failure = await aclose(kept, self.runner.env_close_timeout_s)
+        failure = await aclose(kept, self.context.env_close_timeout_s)
         if failure is not None:
             logger.warning("%s: %s", kept, failure)
         return None
@@ -209,7 +241,7 @@ class Trajectory:
         fixed_pool worker, reuse on, the environment supports it, and the trajectory did not fail."""
         return (
             self.slot is not None
-            and self.runner.reuse_envs
+            and self.context.reuse_envs
             and not self.failed
             and getattr(self.task_env, "supports_reuse", False) is True
         )
@@ -228,7 +260,7 @@ class Trajectory:
         state: dict[str, Any] = {"given_up": False, "env": None}
 
         def make() -> Any:
-            env = self.runner._make_env(env_class, extras)
+            env = self.context.make_env(env_class, extras)
             with lock:
                 state["env"] = env
                 late = state["given_up"]
@@ -237,7 +269,7 @@ class Trajectory:
             return env
 
         try:
-            return await acall(make, self.runner.env_timeout_s, on_late=_close_late_env)
+            return await acall(make, self.context.env_timeout_s, on_late=_close_late_env)
         except asyncio.CancelledError:
             with lock:
                 state["given_up"] = True
@@ -258,15 +290,15 @@ class Trajectory:
         """The deferred verification (``env.evaluate()``) when the environment defers, then its metrics."""
         from skyrl_gym.vector import CallTimedOut, acall
 
-        runner, result, env = self.runner, self._result, self.env
+        context, result, env = self.context, self._result, self.env
         if env is None:
             return
         if self.deferred:
             started = time.monotonic()
             try:
-                verdict = await acall(self.task_env.evaluate, runner.env_timeout_s)
+                verdict = await acall(self.task_env.evaluate, context.env_timeout_s)
             except CallTimedOut:
-                self._fail(f"environment evaluate() did not return within {runner.env_timeout_s:g} s")
+                self._fail(f"environment evaluate() did not return within {context.env_timeout_s:g} s")
                 return
             except Exception as exc:  # the verifier's infrastructure failed: an error, never a score of 0
                 self._log_failure()
@@ -303,7 +335,7 @@ class Trajectory:
                     return
 
                 started = time.monotonic()
-                failure = await aclose(self.env, self.runner.env_close_timeout_s)
+                failure = await aclose(self.env, self.context.env_close_timeout_s)
                 result.env_s += time.monotonic() - started
                 if failure is not None:
                     logger.warning("%s: %s", self.env, failure)
@@ -341,7 +373,7 @@ class Trajectory:
         if self._metrics_taken:
             return
         self._metrics_taken = True
-        result, env, timeout_s = self._result, self.env, self.runner.env_close_timeout_s
+        result, env, timeout_s = self._result, self.env, self.context.env_close_timeout_s
         get_metrics = getattr(env, "get_metrics", None)
         if not callable(get_metrics):
             return
@@ -359,17 +391,17 @@ class Trajectory:
     async def _play(self, prompt: Any) -> None:
         from skyrl_gym.vector import astep
 
-        runner, trajectory, env, params = self.runner, self._result, self.env, self.sampling_params
-        template = runner.template
+        context, trajectory, env, params = self.context, self._result, self.env, self.sampling_params
+        template = context.template
         if isinstance(prompt, str):
             prompt = [{"role": "user", "content": prompt}]
         messages = [dict(m) for m in prompt]
         trajectory.messages = messages  # grows with the conversation, also when a later turn fails
         trajectory.prompt_ids = template.prompt_ids(messages)
-        stop = stop_strings_for(env, [*runner.stop, *(getattr(params, "stop", None) or [])])
+        stop = stop_strings_for(env, [*context.stop, *(getattr(params, "stop", None) or [])])
         seed = getattr(params, "seed", None)
-        max_input_length = runner.max_input_length
-        max_tokens_per_trajectory = runner.max_tokens_per_trajectory
+        max_input_length = context.max_input_length
+        max_tokens_per_trajectory = context.max_tokens_per_trajectory
 
         while True:
             input_length = len(trajectory.prompt_ids) + len(trajectory.response_ids)
@@ -409,7 +441,7 @@ class Trajectory:
             trajectory.num_turns += 1
 
             started = time.monotonic()
-            step = await astep(env, action, timeout_s=runner.env_timeout_s)
+            step = await astep(env, action, timeout_s=context.env_timeout_s)
             trajectory.env_s += time.monotonic() - started
             trajectory.turn_rewards.append(float(step.get("reward", 0.0)))
             metadata = step.get("metadata") or {}
@@ -425,7 +457,7 @@ class Trajectory:
                     self._end("terminated")
                 break
             # Out of budget: end here, leaving out the observation, since no model turn would follow it.
-            if runner.max_turns is not None and trajectory.num_turns >= runner.max_turns:
+            if context.max_turns is not None and trajectory.num_turns >= context.max_turns:
                 self._end("truncated", truncated_by="generator.max_turns")
                 break
             if (
@@ -450,7 +482,7 @@ class Trajectory:
 
         Returns the action for the environment and the assistant message's content.
         """
-        trajectory, template = self._result, self.runner.template
+        trajectory, template = self._result, self.context.template
         tokens = list(output.token_ids)
         start = len(trajectory.response_ids)
         _extend(

@@ -52,7 +52,7 @@ __all__ = [
     "run_stage",
 ]
 
-logger = logging.getLogger("skyrl_train.dispatch")
+logger = logging.getLogger("skyrl_train.rollout.dispatch")
 
 T = TypeVar("T")
 

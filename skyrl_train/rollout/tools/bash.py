@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.agent.tools import ToolOutput, agent_tool
-from skyrl_train.agent.tools.code_search import mark_changed
+from skyrl_train.rollout.tools import ToolOutput, agent_tool
+from skyrl_train.rollout.tools.code_search import mark_changed
 
 
 @agent_tool(requires=("run",))

@@ -1,7 +1,7 @@
 """``AgentRunner``: dataset rows in, trajectories out, through an agent, a dispatcher and an inference engine.
 
 The one rollout path of the trainer, the evaluation command and the warm-up: each (row, sample) becomes a
-:class:`~skyrl_train.agent.trajectory.Trajectory` of the configured agent (``generator.agent``), a staged job
+:class:`~skyrl_train.rollout.trajectory.Trajectory` of the configured agent (``generator.agent``), a staged job
 the dispatcher (``generator.dispatcher``) schedules; the results come back ordered by row, then sample.
 """
 
@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from skyrl_train.agent.metrics import rollout_metrics
-from skyrl_train.agent.registry import agent_class
-from skyrl_train.agent.template import ChatTemplate
-from skyrl_train.agent.trajectory import Trajectory, split_row
-from skyrl_train.dispatch.async_batch import AsyncBatchDispatcher
-from skyrl_train.dispatch.base import Dispatcher, StageTimeouts
-from skyrl_train.generator.base import Generator, GeneratorOutput, TrajectoryResult
 from skyrl_train.names import agent_reads_react_section, dispatcher_family
+from skyrl_train.rollout.agents import agent_class
+from skyrl_train.rollout.dispatch.async_batch import AsyncBatchDispatcher
+from skyrl_train.rollout.dispatch.base import Dispatcher, StageTimeouts
+from skyrl_train.rollout.metrics import rollout_metrics
+from skyrl_train.rollout.records import Generator, GeneratorOutput, TrajectoryResult
+from skyrl_train.rollout.template import ChatTemplate
+from skyrl_train.rollout.trajectory import RolloutContext, Trajectory, split_row
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import GeneratorConfig
@@ -36,8 +36,8 @@ class AgentRunner(Generator):
         dispatcher: how trajectories run concurrently (default: ``async_batch`` with
             ``max_concurrent_trajectories``).
         env_configs: ``env_config`` per environment id (``environment.skyrl_gym``).
-        agent: the agent's name in :data:`~skyrl_train.agent.registry.AGENTS` (``generator.agent``:
-            ``multi_turn``, ``react``...) or a :class:`~skyrl_train.agent.trajectory.Trajectory` subclass.
+        agent: the agent's name in :data:`~skyrl_train.rollout.agents.AGENTS` (``generator.agent``:
+            ``multi_turn``, ``react``...) or a :class:`~skyrl_train.rollout.trajectory.Trajectory` subclass.
         agent_kwargs: extra keyword arguments for the agent's trajectory class (its own settings).
         default_env_class: the environment of rows without ``env_class`` (``environment.env_class``).
         max_turns: most model turns per trajectory (``None``: the environment's own limit decides).
@@ -142,12 +142,34 @@ class AgentRunner(Generator):
         return cls(engine, tokenizer, **kwargs)
 
     # -- the batch ----------------------------------------------------------------------------------
+    def context(self) -> RolloutContext:
+        """What a trajectory reads from the runner, as the runner stands now (its engine, budgets...)."""
+        return RolloutContext(
+            engine=self.engine,
+            template=self.template,
+            make_env=self._make_env,
+            default_env_class=self.default_env_class,
+            max_turns=self.max_turns,
+            max_input_length=self.max_input_length,
+            max_tokens_per_trajectory=self.max_tokens_per_trajectory,
+            stop=tuple(self.stop),
+            env_timeout_s=self.env_timeout_s,
+            env_close_timeout_s=self.env_close_timeout_s,
+            reuse_envs=self.reuse_envs,
+            env_types=self._env_types,
+        )
+
     def trajectory(
         self, row: Mapping[str, Any], sampling_params: Any, *, group_id: int = 0, sample_index: int = 0
     ) -> Trajectory:
         """The staged job of one sample of ``row`` (of the runner's agent)."""
         return self.trajectory_class(
-            self, row, sampling_params, group_id=group_id, sample_index=sample_index, **self.agent_kwargs
+            self.context(),
+            row,
+            sampling_params,
+            group_id=group_id,
+            sample_index=sample_index,
+            **self.agent_kwargs,
         )
 
     async def run(
@@ -162,7 +184,7 @@ class AgentRunner(Generator):
 
         Trajectories come back ordered by row, then sample: row ``i``'s samples have ``group_id ==
         group_offset + i`` and ``sample_index`` 0..n-1. With ``sampling_params.seed`` set, each turn of each
-        sample gets its own seed (:func:`~skyrl_train.agent.template.sample_seed`), so a run is reproducible
+        sample gets its own seed (:func:`~skyrl_train.rollout.template.sample_seed`), so a run is reproducible
         for the same ``group_offset``; use a global prompt index as ``group_offset`` to keep seeds distinct
         across steps. A trajectory that fails is returned with ``end == "error"``; the batch never fails for
         it, and the other samples of its group are kept. ``on_result(trajectory)`` (optional) is called as each
@@ -199,7 +221,7 @@ class AgentRunner(Generator):
         *,
         group_offset: int = 0,
     ) -> GeneratorOutput:
-        """The :class:`~skyrl_train.generator.base.Generator` interface: :meth:`run`."""
+        """The :class:`~skyrl_train.rollout.records.Generator` interface: :meth:`run`."""
         return await self.run(rows, n_samples, sampling_params, group_offset)
 
     # -- one trajectory -------------------------------------------------------------------------------
@@ -249,7 +271,7 @@ def dispatcher_from_config(gen: GeneratorConfig) -> Dispatcher:
     factory takes them, the per-stage deadlines (``generator.stage_timeouts``); ``fixed_pool`` takes its
     workers from ``generator.fixed_pool``, ``async_pipeline`` its caps from ``generator.async_pipeline``.
     """
-    from skyrl_train.dispatch import DISPATCHERS
+    from skyrl_train.rollout.dispatch import DISPATCHERS
 
     factory = DISPATCHERS.get(gen.dispatcher)
     family = dispatcher_family(gen.dispatcher)
@@ -274,3 +296,9 @@ def agent_kwargs_from_config(gen: GeneratorConfig) -> dict[str, Any]:
     if react["tools"] is not None:
         react["tools"] = tuple(react["tools"])
     return {"react": react}
+
+
+class MultiTurnGenerator(AgentRunner):
+    """The :class:`AgentRunner` under the name the trainer, the warm-up and SkyRL users know (same arguments,
+    same behaviour): ``from_config(engine, config)`` (the trainer's order) and ``from_config(config,
+    engine)`` both work."""

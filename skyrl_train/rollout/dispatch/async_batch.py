@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_train.dispatch.base import (
+from skyrl_train.rollout.dispatch.base import (
     STAGES,
     Dispatcher,
     Job,
@@ -31,8 +31,8 @@ __all__ = ["AsyncBatchDispatcher"]
 class AsyncBatchDispatcher(Dispatcher):
     """Run the jobs as asyncio tasks, at most ``max_concurrency`` whole jobs at once (``None``: no limit).
 
-    Jobs start in order. Each runs its stages (see :mod:`skyrl_train.dispatch.base`) with the deadlines in
-    ``timeouts`` (a :class:`~skyrl_train.dispatch.base.StageTimeouts` or a mapping by stage name); a stage
+    Jobs start in order. Each runs its stages (see :mod:`skyrl_train.rollout.dispatch.base`) with the deadlines in
+    ``timeouts`` (a :class:`~skyrl_train.rollout.dispatch.base.StageTimeouts` or a mapping by stage name); a stage
     that raises or overruns fails that job alone. If ``run`` itself is cancelled, every started job is
     cancelled and its release still runs.
     """

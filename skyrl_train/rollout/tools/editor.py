@@ -19,8 +19,8 @@ import weakref
 from typing import Literal
 
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.agent.tools import ToolOutput, agent_tool
-from skyrl_train.agent.tools.code_search import mark_changed
+from skyrl_train.rollout.tools import ToolOutput, agent_tool
+from skyrl_train.rollout.tools.code_search import mark_changed
 
 MAX_VIEW_LINES = 400
 """Lines shown by one ``view`` of a whole file; past it the view says how to ask for a range."""

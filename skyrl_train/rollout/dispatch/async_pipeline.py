@@ -27,7 +27,7 @@ given adapt after every run to the stage times that run measured (:meth:`AsyncPi
 
 Set-ups start in job order; a job enters generation as soon as its set-up is done and a slot is free (so a slow
 set-up never holds the others back); results come back in job order. Each stage runs under its own deadline
-(``timeouts``); a stage that raises or overruns fails that job alone (:func:`~skyrl_train.dispatch.base.run_stage`)
+(``timeouts``); a stage that raises or overruns fails that job alone (:func:`~skyrl_train.rollout.dispatch.base.run_stage`)
 and the job goes straight to its release.
 """
 
@@ -39,7 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_train.dispatch.base import (
+from skyrl_train.rollout.dispatch.base import (
     Dispatcher,
     DispatchStats,
     Job,
@@ -97,7 +97,7 @@ class AsyncPipelineDispatcher(Dispatcher):
 
     Args:
         generate_concurrency: generation slots G (default 64). ``max_concurrency``, the name every dispatcher
-            is built with by :func:`~skyrl_train.dispatch.base.make_dispatcher`, is the same setting.
+            is built with by :func:`~skyrl_train.rollout.dispatch.base.make_dispatcher`, is the same setting.
         initialize_concurrency: set-ups at once.
         evaluate_concurrency: verifications at once.
         max_ahead: jobs set up or setting up that wait for a generation slot, at most. Set-up concurrency is
@@ -105,7 +105,7 @@ class AsyncPipelineDispatcher(Dispatcher):
         max_behind: generated jobs waiting for a verification worker, at most (default: the verification
             workers).
         headroom: for the caps that adapt (below), how much more than Little's law asks for.
-        timeouts: per-stage deadlines, a :class:`~skyrl_train.dispatch.base.StageTimeouts` or a mapping.
+        timeouts: per-stage deadlines, a :class:`~skyrl_train.rollout.dispatch.base.StageTimeouts` or a mapping.
 
     Of ``initialize_concurrency``, ``evaluate_concurrency`` and ``max_ahead``, those given stay as given; those
     not given adapt: the first run uses G (G and 2G for ``max_ahead``) and each run sets them to what would
@@ -113,7 +113,7 @@ class AsyncPipelineDispatcher(Dispatcher):
     ``ADAPT_LIMIT`` x G workers a stage). So a pipeline made from the config alone (``generator.dispatcher=
     async_pipeline``) sizes itself from the batches it runs.
 
-    ``stats`` (a :class:`~skyrl_train.dispatch.base.DispatchStats`) has per stage the busy seconds and the
+    ``stats`` (a :class:`~skyrl_train.rollout.dispatch.base.DispatchStats`) has per stage the busy seconds and the
     idle seconds of its workers, failures and timeouts, and the generation slots' utilisation;
     ``max_ready`` and ``max_waiting_verification`` are the deepest the two queues got in the last run.
     """

@@ -1,4 +1,4 @@
-"""Agents by name (``generator.agent``): the :class:`~skyrl_train.agent.trajectory.Trajectory` class a runner
+"""Agents by name (``generator.agent``): the :class:`~skyrl_train.rollout.trajectory.Trajectory` class a runner
 plays each sample with.
 
 - ``multi_turn`` (the default): the environment's own protocol, turn by turn;
@@ -20,7 +20,7 @@ AGENTS: Registry[Callable[..., Any]] = names.AGENTS
 
 
 def register_agent(name: str) -> Callable[[type], type]:
-    """Class decorator: make a :class:`~skyrl_train.agent.trajectory.Trajectory` subclass an agent."""
+    """Class decorator: make a :class:`~skyrl_train.rollout.trajectory.Trajectory` subclass an agent."""
     return AGENTS.register(name)
 
 

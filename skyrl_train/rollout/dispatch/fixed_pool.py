@@ -1,6 +1,6 @@
 """``fixed_pool``: a fixed number of long-lived workers pull jobs from one queue, each keeping its resources.
 
-Each worker owns a :class:`~skyrl_train.dispatch.base.WorkerSlot` for the whole :meth:`FixedPoolDispatcher.run`
+Each worker owns a :class:`~skyrl_train.rollout.dispatch.base.WorkerSlot` for the whole :meth:`FixedPoolDispatcher.run`
 and hands it to every job it initialises, so what one trajectory kept in the slot (a started container, a
 prepared repository) is there for the next trajectory of the same worker instead of being made again. At the
 end of ``run`` every slot is closed, whatever happened (also when ``run`` is cancelled).
@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_train.dispatch.base import (
+from skyrl_train.rollout.dispatch.base import (
     STAGES,
     Dispatcher,
     Job,
@@ -44,7 +44,7 @@ class FixedPoolDispatcher(Dispatcher):
     """``max_concurrency`` workers (``generator.max_concurrent_trajectories``), each with its own slot.
 
     Jobs are taken in job order by whichever worker is free. A stage that raises or overruns its deadline in
-    ``timeouts`` (a :class:`~skyrl_train.dispatch.base.StageTimeouts` or a mapping by stage name) fails that
+    ``timeouts`` (a :class:`~skyrl_train.rollout.dispatch.base.StageTimeouts` or a mapping by stage name) fails that
     job alone; the worker goes on with the next job and keeps its slot. ``slots`` holds the last run's slots
     (closed) so that callers can see what each worker kept.
     """

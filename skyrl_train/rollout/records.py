@@ -40,7 +40,7 @@ END_STATES: tuple[EndState, ...] = ("terminated", "truncated", "context_exhauste
 
 @dataclasses.dataclass
 class TrajectoryResult:
-    """One multi-turn episode, token in, token out (what a :class:`skyrl_train.agent.Trajectory` produces).
+    """One multi-turn episode, token in, token out (what a :class:`skyrl_train.rollout.Trajectory` produces).
 
     Token lists: ``response_ids``, ``loss_mask`` and ``logprobs`` have one entry per response token.
     ``turn_spans[i] = (start, end)`` are the positions in ``response_ids`` of the tokens the model generated

@@ -7,11 +7,11 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_train.generator.base import END_STATES, TrajectoryResult
+from skyrl_train.rollout.records import END_STATES, TrajectoryResult
 
 __all__ = ["rollout_metrics"]
 
-logger = logging.getLogger("skyrl_train.generator")
+logger = logging.getLogger("skyrl_train.rollout")
 
 
 def _mean(values: Sequence[float]) -> float:

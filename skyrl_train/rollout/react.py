@@ -35,7 +35,7 @@ from typing import Any
 from skyrl_gym.budget import END_TERMINATED, END_TRUNCATED
 from skyrl_gym.core import Env, Task
 from skyrl_gym.tools.parsing import TOOL_CALL_FORMAT, ToolCall, ToolCallParseError, parse_tool_calls
-from skyrl_train.agent.tools import AgentTool, ToolOutput, resolve_tools
+from skyrl_train.rollout.tools import AgentTool, ToolOutput, resolve_tools
 
 __all__ = ["ReActConfig", "ReActEnv", "render_tool_call", "template_renders_tools", "tools_system_prompt"]
 
@@ -128,7 +128,7 @@ class ReActEnv(Env):
     Args:
         inner: any skyrl_gym environment; its ``workspace()`` lends the tools a place to run.
         config: a :class:`ReActConfig`, or a dict of its fields.
-        tools: tool names or :class:`~skyrl_train.agent.tools.AgentTool` objects (overrides ``config.tools``).
+        tools: tool names or :class:`~skyrl_train.rollout.tools.AgentTool` objects (overrides ``config.tools``).
         tools_in_template: the chat template renders the tools (``tools=``): add no system message for them.
         count_tokens: counts a text's tokens, to measure the conversation in tokens instead of characters.
     """
@@ -374,13 +374,13 @@ class ReActEnv(Env):
 
 
 # -- the "react" agent -----------------------------------------------------------------------------------
-from skyrl_train.agent.registry import register_agent  # noqa: E402  (after ReActEnv: the agent builds on it)
-from skyrl_train.agent.trajectory import Trajectory  # noqa: E402
+from skyrl_train.rollout.agents import register_agent  # noqa: E402  (after ReActEnv: the agent builds on it)
+from skyrl_train.rollout.trajectory import Trajectory  # noqa: E402
 
 
 @register_agent("react")
 class ReActTrajectory(Trajectory):
-    """The ``react`` agent: a :class:`~skyrl_train.agent.trajectory.Trajectory` that plays the row's
+    """The ``react`` agent: a :class:`~skyrl_train.rollout.trajectory.Trajectory` that plays the row's
     environment wrapped in :class:`ReActEnv`.
 
     Args:
@@ -394,8 +394,8 @@ class ReActTrajectory(Trajectory):
 
     reads_react_section = True
 
-    def __init__(self, runner: Any, row: Any, sampling_params: Any, *, react: Any = None, **kwargs: Any):
-        super().__init__(runner, row, sampling_params, **kwargs)
+    def __init__(self, context: Any, row: Any, sampling_params: Any, *, react: Any = None, **kwargs: Any):
+        super().__init__(context, row, sampling_params, **kwargs)
         self.react_config = react if isinstance(react, ReActConfig) else ReActConfig(**dict(react or {}))
 
     def wrap_env(self, env: Any) -> ReActEnv:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.agent.tools import agent_tool
+from skyrl_train.rollout.tools import agent_tool
 
 __all__ = ["CACHE_STATS", "CodeIndex", "Symbol", "code_search", "index_for", "mark_changed"]
 
