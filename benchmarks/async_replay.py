@@ -20,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-from skyrl_train.async_training import AsyncPlan, RolloutProducer
+from skyrl_train.loop.async_training import AsyncPlan, RolloutProducer
 from skyrl_train.rollout.records import GeneratorOutput, TrajectoryResult
 
 DEFAULT_METRICS = "/work/mainjob/runs/sql_cpu/metrics.jsonl"

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from skyrl_train.config import load_config
-from skyrl_train.trainer import Trainer
+from skyrl_train.loop.trainer import Trainer
 
 
 def run(mode: str, args: argparse.Namespace, root: Path) -> dict:

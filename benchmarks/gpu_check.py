@@ -294,7 +294,7 @@ def train_step(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The project's ``PolicyWorker.train_step`` on random prompts, responses and advantages."""
     import torch
 
-    from skyrl_train.workers.policy import PolicyWorker
+    from skyrl_train.training.workers.policy import PolicyWorker
 
     device = row_device(args)
     ids = random_ids(args.batch, args.prompt_len + args.response_len, model_vocab_size(args.model))

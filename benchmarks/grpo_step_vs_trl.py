@@ -40,7 +40,7 @@ def math_rows(n: int) -> list[dict]:
 
 def run_ours(rows: list[dict], steps: int, workdir: Path) -> tuple[list[float], float]:
     from skyrl_train.config import load_config
-    from skyrl_train.trainer import Trainer
+    from skyrl_train.loop.trainer import Trainer
 
     data = workdir / "math.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))

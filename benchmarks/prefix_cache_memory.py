@@ -30,7 +30,7 @@ HELDOUT = REPO / "data" / "text2sql" / "heldout.jsonl"
 def child(budget: int, limit: int, model: str) -> None:
     """One budget in this process: evaluate, print one JSON line."""
     from skyrl_train.config import load_config
-    from skyrl_train.trainer import Trainer, _peak_rss_gb
+    from skyrl_train.loop.trainer import Trainer, _peak_rss_gb
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = HELDOUT.read_text().splitlines()[:limit]

@@ -71,7 +71,7 @@ def run(layout: str, model_dir: str, steps: int) -> dict:
     """Start the layout, take ``steps`` steps; times and peak memory."""
     from skyrl_train.config import AlgorithmConfig, OptimizerConfig
     from skyrl_train.models import load_model
-    from skyrl_train.workers import PolicyWorker
+    from skyrl_train.training.workers import PolicyWorker
 
     kwargs = {
         "model_factory": functools.partial(load_model, model_dir),
@@ -83,7 +83,7 @@ def run(layout: str, model_dir: str, steps: int) -> dict:
     started = time.perf_counter()
     if layout == "process":
         from skyrl_train.inference.hf import HFEngine
-        from skyrl_train.workers import WorkerGroup
+        from skyrl_train.training.workers import WorkerGroup
 
         group = WorkerGroup(PolicyWorker, 2, kwargs)
         engine = HFEngine.create(model_path=model_dir)
@@ -97,7 +97,7 @@ def run(layout: str, model_dir: str, steps: int) -> dict:
         from skyrl_train.config import GeneratorConfig
         from skyrl_train.models import load_tokenizer
         from skyrl_train.ray_layout.engine import RayEngine
-        from skyrl_train.workers.ray_group import RayWorkerGroup
+        from skyrl_train.training.workers.ray_group import RayWorkerGroup
 
         ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False)
         group = RayWorkerGroup(PolicyWorker, 2, kwargs)

@@ -75,7 +75,7 @@ def main() -> None:
     import tempfile
 
     from skyrl_train.config import load_config
-    from skyrl_train.trainer import Trainer
+    from skyrl_train.loop.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as run_dir:
         config = load_config(args.recipe, [*SMALL, f"trainer.run_dir={run_dir}", *args.overrides])
@@ -110,7 +110,7 @@ def main() -> None:
     print(f"  the rest (framework and trainer): {len(files) - len(envs)}")
     print(f"threads that ran project code: {len(walk.threads)}")
     print(f"visits (entries into a file from another one, per thread): {len(walk.visits)}")
-    print(f"entries into skyrl_train/trainer.py: {entered['skyrl_train/trainer.py']}")
+    print(f"entries into skyrl_train/loop/trainer.py: {entered['skyrl_train/loop/trainer.py']}")
     again = [(name, count) for name, count in entered.most_common() if count > 1]
     print(f"files entered more than once: {len(again)}")
     for name, count in again[:25]:

@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     from skyrl_train.config import load_config
     from skyrl_train.evaluation.stages import StageEvaluator
     from skyrl_train.evaluation.stats import mean_se, paired_change
+    from skyrl_train.loop.trainer import Trainer
     from skyrl_train.rollout import MultiTurnGenerator
-    from skyrl_train.trainer import Trainer
 
     run_dir = Path(tempfile.mkdtemp(prefix="sql_query_first_"))
     overrides = [

@@ -77,7 +77,7 @@ def make_batch(tokenizer, n_prompts: int, group: int, max_response: int):
 
     import torch
 
-    from skyrl_train.batch import TrainingBatch
+    from skyrl_train.training.batch import TrainingBatch
 
     gen = torch.Generator().manual_seed(0)
     trajectories = []
@@ -96,7 +96,7 @@ def make_batch(tokenizer, n_prompts: int, group: int, max_response: int):
 def useful_flops(model, batch, micro_batch_size: int) -> tuple[float, float]:
     """(needed, executed by the padded path, executed by the packed path) FLOPs of one forward+backward
     over ``batch``."""
-    from skyrl_train.workers.batching import batch_tensors, iter_micro_batches, pack_micro_batch
+    from skyrl_train.training.workers.batching import batch_tensors, iter_micro_batches, pack_micro_batch
 
     cfg = model.config
     hidden, vocab, layers = cfg.hidden_size, cfg.vocab_size, cfg.num_hidden_layers
@@ -127,7 +127,7 @@ def run_path(args: argparse.Namespace) -> dict:
 
     from skyrl_train.config import AlgorithmConfig, OptimizerConfig
     from skyrl_train.models import load_model, load_tokenizer
-    from skyrl_train.workers import PolicyWorker
+    from skyrl_train.training.workers import PolicyWorker
 
     torch.manual_seed(0)
     tokenizer = load_tokenizer(MODEL)

@@ -134,8 +134,8 @@ def main() -> None:
     from generator_throughput import baseline  # model.generate on the same batch, left-padded (this folder)
 
     from skyrl_train.inference import make_engine
+    from skyrl_train.inference.weight_sync import gate
     from skyrl_train.models import load_model, load_tokenizer
-    from skyrl_train.weight_sync import gate
 
     meter = TreeMeter()
     tokenizer = load_tokenizer(MODEL)

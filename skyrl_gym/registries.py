@@ -5,7 +5,7 @@ dispatchers, advantage estimators, policy losses; environments aside, which keep
 :mod:`skyrl_gym.envs.registration`) is one of these::
 
     LOSSES = Registry("policy loss", config_key="trainer.algorithm.policy_loss_type",
-                      builtins={"ppo": "skyrl_train.algorithms.policy_loss:ppo_loss"})
+                      builtins={"ppo": "skyrl_train.training.algorithms.policy_loss:ppo_loss"})
 
     @LOSSES.register("my_loss")
     def my_loss(...): ...

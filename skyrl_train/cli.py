@@ -79,7 +79,7 @@ def _announce(args: argparse.Namespace, cfg: Any) -> None:
 def _train(args: argparse.Namespace) -> int:
     cfg = _load(args)
     _announce(args, cfg)
-    from skyrl_train.trainer import Trainer
+    from skyrl_train.loop.trainer import Trainer
 
     with Trainer(cfg) as trainer:
         summary = trainer.fit()
@@ -177,7 +177,7 @@ def _eval(args: argparse.Namespace) -> int:
             f"nothing to evaluate: recipe {args.recipe} has no data.val_data; name the rows, e.g. "
             f"'data.val_data=[{example}]'"
         )
-    from skyrl_train.trainer import Trainer
+    from skyrl_train.loop.trainer import Trainer
 
     cfg.trainer.eval_before_train = False
     with Trainer(cfg, evaluate_only=True) as trainer:
@@ -368,7 +368,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "export":
-        from skyrl_train.checkpoint import export_model
+        from skyrl_train.training.checkpoint import export_model
 
         print(export_model(args.source, args.out))
         return 0

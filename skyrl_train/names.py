@@ -28,8 +28,8 @@ __all__ = [
     "WEIGHT_SYNCS",
 ]
 
-_ADVANTAGES = "skyrl_train.algorithms.advantages"
-_LOSSES = "skyrl_train.algorithms.policy_loss"
+_ADVANTAGES = "skyrl_train.training.algorithms.advantages"
+_LOSSES = "skyrl_train.training.algorithms.policy_loss"
 
 BUILTIN_ADVANTAGE_ESTIMATORS: dict[str, str] = {
     "grpo": f"{_ADVANTAGES}:grpo",
@@ -68,7 +68,7 @@ BUILTIN_AGENT_TOOLS: dict[str, str] = _tool_modules()
 ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
     "advantage estimator", "trainer.algorithm.advantage_estimator", builtins=BUILTIN_ADVANTAGE_ESTIMATORS
 )
-"""Advantage estimators by name (:mod:`skyrl_train.algorithms.registry` registers into it)."""
+"""Advantage estimators by name (:mod:`skyrl_train.training.algorithms.registry` registers into it)."""
 
 POLICY_LOSSES: Registry[Callable[..., Any]] = Registry(
     "policy loss", "trainer.algorithm.policy_loss_type", builtins=BUILTIN_POLICY_LOSSES
@@ -91,11 +91,11 @@ WEIGHT_SYNCS: Registry[Any] = Registry(
     "weight sync strategy",
     "generator.weight_sync_backend",
     builtins={
-        "in_process": "skyrl_train.weight_sync.in_process:InProcessSync",
-        "shared_memory": "skyrl_train.weight_sync.shared_memory:SharedMemorySync",
-        "gloo": "skyrl_train.weight_sync.gloo:GlooSync",
-        "nccl": "skyrl_train.weight_sync.nccl:NcclSync",
-        "cuda_ipc": "skyrl_train.weight_sync.cuda_ipc:CudaIpcSync",
+        "in_process": "skyrl_train.inference.weight_sync.in_process:InProcessSync",
+        "shared_memory": "skyrl_train.inference.weight_sync.shared_memory:SharedMemorySync",
+        "gloo": "skyrl_train.inference.weight_sync.gloo:GlooSync",
+        "nccl": "skyrl_train.inference.weight_sync.nccl:NcclSync",
+        "cuda_ipc": "skyrl_train.inference.weight_sync.cuda_ipc:CudaIpcSync",
     },
 )
 """Weight-sync strategies by name (``generator.weight_sync_backend``); a built-in's module is imported only when

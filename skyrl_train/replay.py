@@ -3,7 +3,7 @@
 - :func:`replay_training` (``skyrl-train replay RUN``) reruns RL steps' updates on the recorded trajectories,
   with no inference engine and no environment: it loads the checkpoint written after step k, rebuilds each
   later recorded step's batch from its tokens, loss masks, rewards and sampler log-probs, runs the trainer's
-  own update (:func:`skyrl_train.trainer.update_on_batch`), and compares the advantages with the recorded
+  own update (:func:`skyrl_train.loop.trainer.update_on_batch`), and compares the advantages with the recorded
   ones, the update's metrics with ``metrics.jsonl`` and, when the checkpoint of the last replayed step is
   kept, the weights with it. It runs with the run's thread count (recorded in the plan), so in one CPU process
   the update is a pure function of the weights and the batch and all of them come out bitwise equal; where the
@@ -137,7 +137,7 @@ def _saved_weights(like: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     import torch
     import torch.distributed.checkpoint as dcp
 
-    from skyrl_train.workers.base import _single_process_dcp_quiet
+    from skyrl_train.training.workers.base import _single_process_dcp_quiet
 
     saved = {k: torch.empty_like(v) for k, v in like.items()}
     with _single_process_dcp_quiet(False):
@@ -195,8 +195,8 @@ def _weights_versus(worker: Any, folder: Path, before: Path) -> WeightsVerdict:
 
 def _run_config(run_dir: Path, checkpoint: Path | None) -> Any:
     """The config the run trained with: the one a checkpoint saved, else the run folder's ``config.yaml``."""
-    from skyrl_train.checkpoint import CONFIG_FILE
     from skyrl_train.config import Config, load_config
+    from skyrl_train.training.checkpoint import CONFIG_FILE
 
     if checkpoint is not None and (checkpoint / CONFIG_FILE).is_file():
         return Config.from_dict(json.loads((checkpoint / CONFIG_FILE).read_text()))
@@ -210,12 +210,12 @@ def replay_training(run_dir: str | Path, *, from_step: int | None = None) -> Tra
     Raises ``ValueError`` when the run has no such checkpoint or its steps were not recorded whole."""
     import torch
 
-    from skyrl_train import checkpoint as ckpt
-    from skyrl_train.batch import TrainingBatch
+    from skyrl_train.loop.trainer import LoopPlan, update_on_batch
     from skyrl_train.models import load_tokenizer
     from skyrl_train.record import read_plan, read_rollouts
-    from skyrl_train.trainer import LoopPlan, update_on_batch
-    from skyrl_train.workers.plan import build_worker, plan_workers
+    from skyrl_train.training import checkpoint as ckpt
+    from skyrl_train.training.batch import TrainingBatch
+    from skyrl_train.training.workers.plan import build_worker, plan_workers
 
     run_dir = Path(run_dir)
     plan = read_plan(run_dir)
@@ -399,10 +399,10 @@ def replay_episodes(
 ) -> list[EpisodeReplay]:
     """Play each recorded episode's actions against its environment as it is now (the run's config gives
     the environments' settings and the agent); see the module docstring. ``limit`` caps the episodes."""
-    from skyrl_train import checkpoint as ckpt
     from skyrl_train.models import load_tokenizer
     from skyrl_train.record import read_rollouts
     from skyrl_train.rollout.runner import AgentRunner
+    from skyrl_train.training import checkpoint as ckpt
 
     run_dir = Path(run_dir)
     cfg = _run_config(run_dir, ckpt.find_latest(run_dir))

@@ -81,8 +81,8 @@ def test_a_builtin_registering_itself_by_decorator_is_the_same_entry(tmp_path, m
 
 
 def test_the_trainer_seams_are_registries():
-    from skyrl_train.algorithms.registry import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
     from skyrl_train.rollout.dispatch import DISPATCHERS, make_dispatcher
+    from skyrl_train.training.algorithms.registry import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
 
     for reg in (ADVANTAGE_ESTIMATORS, POLICY_LOSSES, DISPATCHERS):
         assert isinstance(reg, Registry)

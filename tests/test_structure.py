@@ -150,65 +150,74 @@ def test_the_config_imports_no_part_it_configures():
     assert outside == set()
 
 
-TRAINING_SIDE = (
-    "skyrl_train.trainer",
-    "skyrl_train.async_training",
-    "skyrl_train.workers",
-    "skyrl_train.algorithms",
-    "skyrl_train.weight_sync",
-    "skyrl_train.checkpoint",
-    "skyrl_train.warmup",
-)
-"""What trains: the loop, the workers, the losses, weight sync and checkpoints."""
+NEVER_REACHES: dict[str, tuple[str, ...]] = {
+    "skyrl_train.rollout": ("skyrl_train.training", "skyrl_train.loop", "skyrl_train.evaluation"),
+    "skyrl_train.evaluation": ("skyrl_train.training", "skyrl_train.loop"),
+    "skyrl_train.training": ("skyrl_train.rollout", "skyrl_train.loop", "skyrl_train.evaluation"),
+    "skyrl_train.inference": (
+        "skyrl_train.rollout",
+        "skyrl_train.training",
+        "skyrl_train.loop",
+        "skyrl_train.evaluation",
+    ),
+}
+"""Each package's rule: what it never imports, directly or through others. Rollouts and evaluations run
+through an engine and never train; training is tensors in and out; engines serve whoever calls them; only
+the loop (``skyrl_train.loop``) joins them all."""
 
 
-@pytest.mark.parametrize("package", ["skyrl_train.rollout", "skyrl_train.evaluation"])
-def test_rollout_and_evaluation_never_reach_the_training_side(package):
-    """Rollouts and evaluations run through an engine: a standalone ``skyrl-train eval`` loads none of the
-    training machinery, and the trainer calls them, never the other way round."""
+@pytest.mark.parametrize("package", sorted(NEVER_REACHES))
+def test_each_package_keeps_its_rule(package):
     modules = _modules()
     graph = {name: _imported(name, path, modules) for name, path in modules.items()}
     members = [name for name in modules if _within(name, (package,))]
     assert len(members) > 3
-    reached = {(name, t) for name in members for t in _reachable(name, graph) if _within(t, TRAINING_SIDE)}
+    banned = NEVER_REACHES[package]
+    reached = {(name, t) for name in members for t in _reachable(name, graph) if _within(t, banned)}
     assert reached == set()
 
 
-def test_the_old_evaluation_paths_re_export_the_same_objects():
-    import skyrl_train.eval_stats as old_stats
-    import skyrl_train.stage_eval as old_stages
-    from skyrl_train.evaluation import stages, stats
+def test_nothing_but_the_loop_and_the_command_line_imports_the_loop():
+    modules = _modules()
+    graph = {name: _imported(name, path, modules) for name, path in modules.items()}
+    importers = {
+        name for name, targets in graph.items() if any(_within(t, ("skyrl_train.loop",)) for t in targets)
+    }
+    allowed = ("skyrl_train.loop", "skyrl_train.cli", "skyrl_train.replay", "skyrl_train.tinker")
+    assert {name for name in importers if not _within(name, allowed)} == set()
 
-    for old, new in ((old_stages, stages), (old_stats, stats)):
-        assert old.__all__ and all(getattr(old, name) is getattr(new, name) for name in old.__all__)
-    assert set(old_stages.__all__) == set(stages.__all__) and set(old_stats.__all__) == set(stats.__all__)
 
-
-def test_the_old_rollout_names_are_the_new_modules():
-    """``skyrl_train.agent``, ``skyrl_train.dispatch`` and ``skyrl_train.generator`` alias the modules that
-    moved into ``skyrl_train.rollout``: one module object under both names, so a patch through either
-    reaches the code that runs."""
+def test_every_old_name_is_the_very_module_of_its_new_home():
+    """The modules that moved answer under their old names for one release (``skyrl_train.compat``): the
+    same module object, so a patch through either name reaches the code that runs."""
     import importlib
 
+    from skyrl_train.compat import MOVED, new_name
+
+    for old, new in MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    # a submodule of a moved package, under its old dotted name
     pairs = {
-        "skyrl_train.agent.runner": "skyrl_train.rollout.runner",
-        "skyrl_train.agent.trajectory": "skyrl_train.rollout.trajectory",
-        "skyrl_train.agent.react": "skyrl_train.rollout.react",
-        "skyrl_train.agent.registry": "skyrl_train.rollout.agents",
-        "skyrl_train.agent.tools": "skyrl_train.rollout.tools",
         "skyrl_train.agent.tools.sql": "skyrl_train.rollout.tools.sql",
-        "skyrl_train.dispatch.base": "skyrl_train.rollout.dispatch.base",
         "skyrl_train.dispatch.fixed_pool": "skyrl_train.rollout.dispatch.fixed_pool",
-        "skyrl_train.generator.base": "skyrl_train.rollout.records",
+        "skyrl_train.workers.policy": "skyrl_train.training.workers.policy",
+        "skyrl_train.algorithms.advantages": "skyrl_train.training.algorithms.advantages",
+        "skyrl_train.weight_sync.gate": "skyrl_train.inference.weight_sync.gate",
     }
     for old, new in pairs.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
-    from skyrl_train import agent, dispatch, generator, rollout
-    from skyrl_train.generator.multi_turn import MultiTurnGenerator
+        assert new_name(old) == new and importlib.import_module(old) is importlib.import_module(new), old
+    from skyrl_train.rollout import MultiTurnGenerator
 
-    assert agent.AgentRunner is rollout.AgentRunner and generator.MultiTurnGenerator is MultiTurnGenerator
-    assert dispatch.make_dispatcher is rollout.dispatch.make_dispatcher
-    assert generator.TrajectoryResult is rollout.TrajectoryResult
+    old_generator = importlib.import_module("skyrl_train.generator.multi_turn")
+    assert old_generator.MultiTurnGenerator is MultiTurnGenerator
+    assert importlib.import_module("skyrl_train.trainer").Trainer.__module__ == "skyrl_train.loop.trainer"
+    policy_worker = importlib.import_module("skyrl_train.workers").PolicyWorker
+    assert policy_worker.__module__ == "skyrl_train.training.workers.policy"
+    assert new_name("skyrl_train.data") is None and new_name("skyrl_train.agentx") is None
+    # every new home is a module of the project's own files
+    modules = _modules()
+    assert all(new in modules for new in MOVED.values())
+    assert not any(old in modules for old in MOVED)
 
 
 def test_a_trajectory_reaches_no_runner_and_no_dispatcher():

@@ -19,10 +19,10 @@ __all__ = [
 ]
 
 BUILTIN_ADVANTAGE_ESTIMATORS = tuple(names.BUILTIN_ADVANTAGE_ESTIMATORS)
-"""Advantage estimators that ship with :mod:`skyrl_train.algorithms` (more can be registered)."""
+"""Advantage estimators that ship with :mod:`skyrl_train.training.algorithms` (more can be registered)."""
 
 BUILTIN_POLICY_LOSSES = tuple(names.BUILTIN_POLICY_LOSSES)
-"""Policy losses that ship with :mod:`skyrl_train.algorithms`; ``regular`` is SkyRL's name for ``ppo``."""
+"""Policy losses that ship with :mod:`skyrl_train.training.algorithms`; ``regular`` is SkyRL's name for ``ppo``."""
 
 VLLM_MAX_TEMPERATURE = 2.0
 """The highest sampling temperature vLLM accepts (its ``SamplingParams`` raises "temperature must be in

@@ -220,7 +220,7 @@ class PlacementConfig(Section):
 class OffPolicyCorrectionConfig(Section):
     """Correction of the policy loss for tokens the engine sampled with other weights than the policy's before
     this step (asynchronous training, or engine/trainer numerics): the behaviour log-probs are the engine's
-    (see :mod:`skyrl_train.algorithms.off_policy`)."""
+    (see :mod:`skyrl_train.training.algorithms.off_policy`)."""
 
     method: Literal["none", "tis", "decoupled_ppo"] = "none"
     """none: the plain loss; tis: each token's loss weighted by min(pi_old / mu, C) (truncated importance
@@ -231,7 +231,7 @@ class OffPolicyCorrectionConfig(Section):
 
 
 class DynamicSamplingConfig(Section):
-    """Which rollout groups a step trains on, by their reward variance (see :mod:`skyrl_train.dynamic_sampling`).
+    """Which rollout groups a step trains on, by their reward variance (see :mod:`skyrl_train.loop.dynamic_sampling`).
 
     A group whose samples all earned the same reward has zero GRPO advantage: it adds no gradient, only
     update work and weight in a token mean."""
@@ -307,7 +307,7 @@ class AlgorithmConfig(Section):
 
 
 class WarmupConfig(Section):
-    """Supervised warm-up on the environments' reference trajectories before RL (see :mod:`skyrl_train.warmup`)."""
+    """Supervised warm-up on the environments' reference trajectories before RL (see :mod:`skyrl_train.loop.warmup`)."""
 
     steps: int = Field(0, ge=0)
     """Warm-up steps before the first RL step of a fresh run; 0: no warm-up."""
@@ -323,7 +323,7 @@ class WarmupConfig(Section):
 
 
 class FullyAsyncConfig(Section):
-    """Fully asynchronous training (``trainer.mode=async``, :mod:`skyrl_train.async_training`): generation runs
+    """Fully asynchronous training (``trainer.mode=async``, :mod:`skyrl_train.loop.async_training`): generation runs
     on while the trainer updates, and the weights reach the engine in flight."""
 
     max_staleness_steps: int = Field(1, ge=0)
@@ -594,7 +594,7 @@ class GeneratorConfig(Section):
     pipe), so that generation and training overlap on a CPU; weights then travel by
     generator.weight_sync_backend (shared_memory or gloo)."""
     weight_sync_backend: str | None = None
-    """How new weights reach the engine, by name in skyrl_train.weight_sync: in_process (an engine in the
+    """How new weights reach the engine, by name in skyrl_train.inference.weight_sync: in_process (an engine in the
     trainer's process), shared_memory or gloo (an engine process), nccl (a GPU engine on other GPUs),
     cuda_ipc (a GPU engine on the trainer's GPU); null: in_process, or shared_memory with engine_process."""
     weight_sync_check: bool = True
@@ -604,7 +604,7 @@ class GeneratorConfig(Section):
     Skipped where nothing travels (an hf engine sharing the policy's own model)."""
     weight_sync_check_tolerance: float | None = Field(None, gt=0)
     """Largest accepted difference of one probe token's log-probability; null: by the engine's dtype
-    (float32 2e-3, float16 0.1, bfloat16 0.25; see skyrl_train.weight_sync.gate)."""
+    (float32 2e-3, float16 0.1, bfloat16 0.25; see skyrl_train.inference.weight_sync.gate)."""
     remote_inference_engine_urls: StrList = Field(default_factory=list)
     """host:port (or http URL) of each OpenAI-compatible server (backend remote); requests go round robin."""
     num_inference_engines: Annotated[

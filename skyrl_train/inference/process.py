@@ -4,7 +4,7 @@
 process that loads the model itself (``engine_class(backend).create(model_path=..., **options)``) and serves
 requests over a pipe: ``generate`` calls (many at once: each reply is matched to its request by id), and
 calls of the engine's own methods (``pause``, ``resume``, ``logits``, ``stats``) and of the weight-sync
-receivers (:mod:`skyrl_train.weight_sync`): the trainer's first push sends a spec from which the process
+receivers (:mod:`skyrl_train.inference.weight_sync`): the trainer's first push sends a spec from which the process
 builds the strategy's receiver, later pushes send one message each.
 
 Weight updates and other calls run on one thread of their own in the engine's process, so that the decode
@@ -70,8 +70,8 @@ class EngineProcess(InferenceEngine):
         start_timeout_s: float = 600.0,
         **options: Any,
     ) -> None:
+        from skyrl_train.inference.weight_sync import make_weight_sync
         from skyrl_train.models import load_tokenizer
-        from skyrl_train.weight_sync import make_weight_sync
 
         self.backend = backend
         self.weight_sync_backend = weight_sync_backend
@@ -308,7 +308,7 @@ def _serve(
         if method == "policy_version":
             return engine.policy_version
         if method == "weights_setup":
-            from skyrl_train.weight_sync import WEIGHT_SYNCS
+            from skyrl_train.inference.weight_sync import WEIGHT_SYNCS
 
             (spec,) = args
             old = receivers.pop(spec["strategy"], None)
@@ -317,7 +317,7 @@ def _serve(
             receivers[spec["strategy"]] = WEIGHT_SYNCS.get(spec["strategy"]).receiver(spec)
             return None
         if method == "weights_update":
-            from skyrl_train.weight_sync.gate import fingerprints
+            from skyrl_train.inference.weight_sync.gate import fingerprints
 
             strategy, message, version = args
             tensors = receivers[strategy].receive(message)  # the decode loop runs on meanwhile

@@ -1,7 +1,7 @@
 """``ScriptedEngine``: an inference engine that plays scripted assistant texts.
 
 It stands in for a model where the answers are known: tests without a model, and the supervised warm-up
-(:mod:`skyrl_train.warmup`), which plays gold answers through the real environments to get trajectories
+(:mod:`skyrl_train.loop.warmup`), which plays gold answers through the real environments to get trajectories
 with exactly the tokens, observations and loss masks a model's own rollout would have.
 
 The script is a function of the conversation so far (the decoded prompt, chat template and all) that returns

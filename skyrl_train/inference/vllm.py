@@ -12,15 +12,15 @@ the config makes of vLLM's arguments without it).
 - **Weights as bytes, per layer.** vLLM's worker RPC (msgpack) does not carry tensor data, so each tensor is
   cast to the engine's dtype on the sending side and sent as its raw bytes with its dtype and shape, in chunks
   of one or more layers (`update_chunk_bytes`). The worker extension stages the chunks, digests what arrived
-  (:mod:`skyrl_train.weight_sync.gate`) and then reloads them in place in one pass with vLLM's own
+  (:mod:`skyrl_train.inference.weight_sync.gate`) and then reloads them in place in one pass with vLLM's own
   ``reload_weights`` (which also re-packs weights for the CPU kernels). A digest that differs from the
   sender's stops with an error naming the tensor.
 - **In-flight updates.** :meth:`pause` freezes the running requests where they are
   (``pause_generation(mode="keep")``), the weights are swapped, the requests' KV is recomputed with the new
   weights, and :meth:`resume` lets them go on with their tokens so far kept. Every generated token carries the
   version of the weights that produced it (`GenerationOutput.policy_versions`).
-- On GPUs the worker extension also receives weights by an NCCL broadcast (:mod:`skyrl_train.weight_sync.nccl`)
-  or maps them through CUDA IPC handles (:mod:`skyrl_train.weight_sync.cuda_ipc`); sleep mode frees the GPU in
+- On GPUs the worker extension also receives weights by an NCCL broadcast (:mod:`skyrl_train.inference.weight_sync.nccl`)
+  or maps them through CUDA IPC handles (:mod:`skyrl_train.inference.weight_sync.cuda_ipc`); sleep mode frees the GPU in
   colocated layouts. Those paths need a GPU and have not run on the CPU build (which refuses sleep mode).
 """
 
@@ -112,7 +112,7 @@ class WorkerExtension:
     def skyrl_stage_weights(self, items: list[Sequence[Any]]) -> dict[str, int]:
         """Decode one chunk of encoded tensors, keep them for :meth:`skyrl_commit_weights`, and return the
         digest of each as it arrived."""
-        from skyrl_train.weight_sync.gate import fingerprint
+        from skyrl_train.inference.weight_sync.gate import fingerprint
 
         staged = self.__dict__.setdefault("_skyrl_staged", [])
         digests = {}
@@ -148,7 +148,7 @@ class WorkerExtension:
 
         import torch.distributed as dist
 
-        from skyrl_train.weight_sync.nccl import new_nccl_group
+        from skyrl_train.inference.weight_sync.nccl import new_nccl_group
 
         rank = 1 + self.rank  # type: ignore[attr-defined]
         store = dist.TCPStore(host, port, world_size, False, timedelta(seconds=timeout_s))
@@ -158,8 +158,8 @@ class WorkerExtension:
     def skyrl_receive_broadcast(self, slots: list[dict], size: int) -> dict[str, int]:
         """Receive one packed state dict from the trainer's broadcast, load it, and return the digests of
         what arrived."""
-        from skyrl_train.weight_sync.gate import fingerprints
-        from skyrl_train.weight_sync.layout import as_slots, views
+        from skyrl_train.inference.weight_sync.gate import fingerprints
+        from skyrl_train.inference.weight_sync.layout import as_slots, views
 
         device = self.device  # type: ignore[attr-defined]
         flat = torch.empty(size, dtype=torch.uint8, device=device)
@@ -171,10 +171,10 @@ class WorkerExtension:
 
     def skyrl_load_ipc(self, handle: Sequence[Any], slots: list[dict]) -> dict[str, int]:
         """Map the trainer's packed state dict through its CUDA IPC handle (sent as plain data, see
-        :mod:`skyrl_train.weight_sync.cuda_ipc`), load it, and return the digests of what it read."""
-        from skyrl_train.weight_sync.cuda_ipc import open_handle
-        from skyrl_train.weight_sync.gate import fingerprints
-        from skyrl_train.weight_sync.layout import as_slots, views
+        :mod:`skyrl_train.inference.weight_sync.cuda_ipc`), load it, and return the digests of what it read."""
+        from skyrl_train.inference.weight_sync.cuda_ipc import open_handle
+        from skyrl_train.inference.weight_sync.gate import fingerprints
+        from skyrl_train.inference.weight_sync.layout import as_slots, views
 
         tensors = views(open_handle(handle), as_slots(slots))  # type: ignore[attr-defined]
         digests = fingerprints(tensors)
@@ -226,7 +226,7 @@ class VLLMEngine(InferenceEngine):
     `model_path`: a Hugging Face name or folder ("embedded:..." names resolve to their cached folder).
     `update_chunk_bytes`: weights go to the workers in chunks of whole layers of at least about this size.
     `weight_sync_backend`: ``in_process`` (bytes through vLLM's worker RPC; works on CPU and GPU), ``nccl`` or
-    ``cuda_ipc`` (GPU only, :mod:`skyrl_train.weight_sync`).
+    ``cuda_ipc`` (GPU only, :mod:`skyrl_train.inference.weight_sync`).
     `cpu_kv_cache_gib`: on the CPU build, the KV cache's size (``VLLM_CPU_KVCACHE_SPACE``, unless set).
     Other keyword arguments go to `vllm.AsyncEngineArgs` (e.g. `max_model_len`, `enforce_eager`).
     """
@@ -266,10 +266,10 @@ class VLLMEngine(InferenceEngine):
         self.tensor_parallel_size = tensor_parallel_size
         self.weight_sync_backend = weight_sync_backend
         """in_process: weights go to the workers as bytes through vLLM's RPC; nccl or cuda_ipc: by that
-        strategy (:mod:`skyrl_train.weight_sync`), chosen once."""
+        strategy (:mod:`skyrl_train.inference.weight_sync`), chosen once."""
         self._weight_sync: Any = None
         if weight_sync_backend != "in_process":
-            from skyrl_train.weight_sync import make_weight_sync
+            from skyrl_train.inference.weight_sync import make_weight_sync
 
             self._weight_sync = make_weight_sync(weight_sync_backend)
         self.policy_version = 0
@@ -488,7 +488,7 @@ class VLLMEngine(InferenceEngine):
     ) -> None:
         """Load new weights in place: by the chosen nccl / cuda_ipc strategy, or as bytes per layer through
         the workers' RPC. Each tensor is cast to the engine's dtype first; the digests of what the workers
-        received must equal the sender's (else :class:`~skyrl_train.weight_sync.gate.WeightSyncError`, naming
+        received must equal the sender's (else :class:`~skyrl_train.inference.weight_sync.gate.WeightSyncError`, naming
         the tensor, and nothing is loaded). Running requests should be paused (:meth:`pause`) or absent."""
         if self._weight_sync is not None:
             tensors = [(n, self._cast(t, keep_device=True)) for n, t in named_tensors]
@@ -511,7 +511,7 @@ class VLLMEngine(InferenceEngine):
     ) -> None:
         import time
 
-        from skyrl_train.weight_sync.gate import compare_fingerprints, fingerprint
+        from skyrl_train.inference.weight_sync.gate import compare_fingerprints, fingerprint
 
         start = time.perf_counter()
         digest_s = 0.0

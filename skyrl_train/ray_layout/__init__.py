@@ -7,8 +7,8 @@ the environment workers as Ray actors in placement groups, on one machine or man
 - :mod:`.envs`: environment actors, the pool and the proxy environment;
 - :class:`RayLayout` (here): builds them for the trainer and takes them down.
 
-The training workers' group is :class:`skyrl_train.workers.ray_group.RayWorkerGroup`, the ``ray`` entry of
-:data:`skyrl_train.workers.group.WORKER_GROUPS`. Importing this package does not import ray.
+The training workers' group is :class:`skyrl_train.training.workers.ray_group.RayWorkerGroup`, the ``ray`` entry of
+:data:`skyrl_train.training.workers.group.WORKER_GROUPS`. Importing this package does not import ray.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ class RayLayout:
         return cls(ray_plan(config))
 
     def worker_group(self, role: str, plan: Any, **extra: Any) -> Any:
-        """The :class:`~skyrl_train.workers.ray_group.RayWorkerGroup` of a trainer
-        :class:`~skyrl_train.workers.plan.WorkerPlan` on its bundles (``extra``: constructor arguments)."""
+        """The :class:`~skyrl_train.training.workers.ray_group.RayWorkerGroup` of a trainer
+        :class:`~skyrl_train.training.workers.plan.WorkerPlan` on its bundles (``extra``: constructor arguments)."""
         from skyrl_train.models import load_model
-        from skyrl_train.workers.group import WORKER_GROUPS
+        from skyrl_train.training.workers.group import WORKER_GROUPS
 
         kwargs = {**plan.kwargs, **extra, "model_factory": functools.partial(load_model, plan.model_path)}
         return WORKER_GROUPS.get("ray")(

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_train.workers.group import WorkerGroupError, WorkerLostError
+from skyrl_train.training.workers.group import WorkerGroupError, WorkerLostError
 
 __all__ = [
     "ActorCallError",

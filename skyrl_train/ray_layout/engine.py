@@ -146,7 +146,7 @@ class RayEngine(InferenceEngine):
 
     def sync_from(self, policy: Any) -> None:
         """Load the policy's current weights: straight from its rank-0 actor when the policy is a
-        :class:`~skyrl_train.workers.ray_group.RayWorkerGroup`, else through this process."""
+        :class:`~skyrl_train.training.workers.ray_group.RayWorkerGroup`, else through this process."""
         if hasattr(policy, "push_weights"):
             policy.push_weights(self.actor)
         else:

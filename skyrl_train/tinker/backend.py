@@ -216,7 +216,7 @@ class TinkerBackend:
 
     def _build(self, spec: ModelSpec, *, seed: int) -> tuple[Any, Any]:
         """A fresh module for ``spec`` (peft-wrapped when LoRA) and the causal LM inside it."""
-        from skyrl_train.lora import apply_lora, lora_targets, untie_output_embeddings
+        from skyrl_train.training.lora import apply_lora, lora_targets, untie_output_embeddings
 
         causal_lm = self._load_base(spec.base_model)
         if spec.lora_rank == 0:
@@ -261,7 +261,7 @@ class TinkerBackend:
             raise BadRequest(
                 "the LoRA settings select no layer: set at least one of train_attn, train_mlp, train_unembed"
             )
-        from skyrl_train.lora import DEFAULT_LORA_ALPHA
+        from skyrl_train.training.lora import DEFAULT_LORA_ALPHA
 
         spec = ModelSpec(
             base_model,
@@ -370,7 +370,7 @@ class TinkerBackend:
         """Log-probabilities of each datum's target tokens (``[n]`` or ``[n, K]``), one forward pass."""
         import torch
 
-        from skyrl_train.algorithms.logits import chunked_token_scores
+        from skyrl_train.training.algorithms.logits import chunked_token_scores
 
         lengths = [len(tokens) for tokens, _ in batch]
         longest = max(lengths)

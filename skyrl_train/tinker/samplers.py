@@ -272,7 +272,7 @@ class SamplerPool:
         """
         from safetensors.torch import load_file
 
-        from skyrl_train.lora import merge_adapter
+        from skyrl_train.training.lora import merge_adapter
 
         spec = sampler.spec
         if sampler.path is None:
@@ -297,7 +297,7 @@ class SamplerPool:
         import torch
 
         from skyrl_train.inference.hf import HFEngine
-        from skyrl_train.lora import untie_output_embeddings
+        from skyrl_train.training.lora import untie_output_embeddings
 
         backend = self._backend
         spec = sampler.spec

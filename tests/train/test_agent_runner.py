@@ -183,8 +183,8 @@ def test_a_stage_past_the_dispatchers_deadline_fails_that_trajectory_alone(token
 
 
 def test_a_failed_trajectory_is_masked_alone_and_its_group_still_trains(tokenizer):
-    from skyrl_train.algorithms.advantages import grpo
-    from skyrl_train.batch import TrainingBatch
+    from skyrl_train.training.algorithms.advantages import grpo
+    from skyrl_train.training.batch import TrainingBatch
 
     FailsSecondInit.counter = itertools.count()
     secret_by_turn = iter(["4", "1", "4", "1"] * 2)

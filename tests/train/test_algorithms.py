@@ -13,9 +13,9 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from skyrl_train import algorithms as alg  # noqa: E402
-from skyrl_train.algorithms import registry  # noqa: E402
 from skyrl_train.config import BUILTIN_ADVANTAGE_ESTIMATORS, BUILTIN_POLICY_LOSSES, AlgorithmConfig  # noqa: E402
+from skyrl_train.training import algorithms as alg  # noqa: E402
+from skyrl_train.training.algorithms import registry  # noqa: E402
 
 
 def t(rows):
@@ -428,8 +428,8 @@ def test_every_shipped_algorithm_is_named_once_for_the_config_and_the_registries
     """The config's rules and the registries read one list: every estimator and loss the algorithms package
     registers is in it, so a rule cannot miss one (a critic set for raft is refused like for grpo)."""
     from skyrl_train import names
-    from skyrl_train.algorithms.registry import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
     from skyrl_train.config import ConfigError, load_config
+    from skyrl_train.training.algorithms.registry import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
 
     assert ADVANTAGE_ESTIMATORS is names.ADVANTAGE_ESTIMATORS and POLICY_LOSSES is names.POLICY_LOSSES
     assert (

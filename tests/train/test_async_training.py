@@ -21,11 +21,11 @@ from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.env import Text2SQLEnv
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
-from skyrl_train.algorithms.off_policy import behaviour_weights, corrected_advantages
-from skyrl_train.algorithms.policy_loss import dual_clip_loss, gspo_loss, ppo_loss
 from skyrl_train.config import ConfigError, load_config
 from skyrl_train.config.schema import AlgorithmConfig, OffPolicyCorrectionConfig
-from skyrl_train.trainer import Trainer
+from skyrl_train.loop.trainer import Trainer
+from skyrl_train.training.algorithms.off_policy import behaviour_weights, corrected_advantages
+from skyrl_train.training.algorithms.policy_loss import dual_clip_loss, gspo_loss, ppo_loss
 
 from .tiny_models import tiny_llama
 
@@ -339,7 +339,7 @@ def test_tis_truncates_and_decoupled_ppo_masks_tokens_past_the_cap():
 
 def test_a_policy_step_on_on_policy_rollouts_is_the_plain_step():
     """The worker's whole step: behaviour log-probs equal to the policy's own give the plain loss."""
-    from skyrl_train.workers import PolicyWorker
+    from skyrl_train.training.workers import PolicyWorker
 
     def factory():
         torch.manual_seed(0)

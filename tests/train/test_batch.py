@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from skyrl_train.batch import TrainingBatch  # noqa: E402
+from skyrl_train.training.batch import TrainingBatch  # noqa: E402
 
 
 def traj(
@@ -134,8 +134,8 @@ def test_bad_trajectories_are_named():
 
 def test_with_the_generators_trajectory_and_the_algorithms():
     base = pytest.importorskip("skyrl_train.rollout.records")
-    from skyrl_train.algorithms import compute_batch_advantages
     from skyrl_train.config import AlgorithmConfig
+    from skyrl_train.training.algorithms import compute_batch_advantages
 
     trajectories = [
         base.TrajectoryResult(

@@ -17,9 +17,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from skyrl_train import checkpoint  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
-from skyrl_train.workers import PolicyWorker  # noqa: E402
+from skyrl_train.training import checkpoint  # noqa: E402
+from skyrl_train.training.workers import PolicyWorker  # noqa: E402
 
 from .tiny_models import VOCAB, tiny_llama  # noqa: E402
 
@@ -120,9 +120,9 @@ TRAIN_SCRIPT = textwrap.dedent(
 
     import torch
 
-    from skyrl_train import checkpoint
+    from skyrl_train.training import checkpoint
     from skyrl_train.config import AlgorithmConfig, OptimizerConfig
-    from skyrl_train.workers import PolicyWorker
+    from skyrl_train.training.workers import PolicyWorker
 
 
     def tiny_llama():

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from skyrl_train import checkpoint
+from skyrl_train.training import checkpoint
 from tests.train.test_reproducible import ASYNC_ORDERED, _assert_same_run, _outcome, _overrides, mixed_data  # noqa: F401
 from tests.train.test_trainer import sql_files  # noqa: F401  (the module's data fixture)
 

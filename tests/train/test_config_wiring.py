@@ -26,17 +26,14 @@ torch = pytest.importorskip("torch")
 
 from pydantic import BaseModel  # noqa: E402
 
-from skyrl_train.async_training import AsyncPlan  # noqa: E402
 from skyrl_train.config import Config, ConfigError, NotImplementedYet, iter_keys, load_config  # noqa: E402
 from skyrl_train.data import Datasets  # noqa: E402
-from skyrl_train.dynamic_sampling import DynamicSampler  # noqa: E402
 from skyrl_train.evaluation.stages import StageEvaluator  # noqa: E402
 from skyrl_train.inference.base import engine_class  # noqa: E402
 from skyrl_train.inference.scripted import ScriptedEngine  # noqa: E402
-from skyrl_train.rollout import AGENTS, MultiTurnGenerator, Trajectory  # noqa: E402
-from skyrl_train.rollout.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
-from skyrl_train.tracking import Tracker  # noqa: E402
-from skyrl_train.trainer import (  # noqa: E402
+from skyrl_train.loop.async_training import AsyncPlan  # noqa: E402
+from skyrl_train.loop.dynamic_sampling import DynamicSampler  # noqa: E402
+from skyrl_train.loop.trainer import (  # noqa: E402
     LoopPlan,
     build_worker,
     engine_shares_policy,
@@ -45,6 +42,9 @@ from skyrl_train.trainer import (  # noqa: E402
     resume_path,
     rollout_sampling,
 )
+from skyrl_train.rollout import AGENTS, MultiTurnGenerator, Trajectory  # noqa: E402
+from skyrl_train.rollout.dispatch import DISPATCHERS, AsyncBatchDispatcher  # noqa: E402
+from skyrl_train.tracking import Tracker  # noqa: E402
 
 from .tiny_models import tiny_llama  # noqa: E402
 
@@ -426,7 +426,7 @@ def _observe_worker(role: str, worker: Any) -> dict[str, Any]:
 
 
 def _advantages(config: Config) -> Any:
-    from skyrl_train.algorithms import compute_batch_advantages
+    from skyrl_train.training.algorithms import compute_batch_advantages
 
     batch = types.SimpleNamespace(
         token_level_rewards=torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.5, 0.5], [0.0, 2.0]]),
@@ -480,7 +480,7 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
     seen["sampling"] = [rollout_sampling(config, 0), rollout_sampling(config, 1), eval_sampling(config)]
     seen["advantages"] = _advantages(config)
     seen["async"] = dataclasses.asdict(AsyncPlan.from_config(config))  # what the async loop is sized by
-    from skyrl_train.weight_sync.gate import GateSettings
+    from skyrl_train.inference.weight_sync.gate import GateSettings
 
     seen["weight_sync_gate"] = dataclasses.asdict(GateSettings.from_config(config))  # after every push
     from skyrl_train.record import RecordSettings

@@ -10,9 +10,9 @@ import torch
 
 from skyrl_train.config import load_config
 from skyrl_train.config.base import ConfigError
-from skyrl_train.dynamic_sampling import DynamicSampler, has_reward_variance, mini_batch_groups
+from skyrl_train.loop.dynamic_sampling import DynamicSampler, has_reward_variance, mini_batch_groups
+from skyrl_train.loop.trainer import Trainer
 from skyrl_train.rollout.records import GeneratorOutput, TrajectoryResult
-from skyrl_train.trainer import Trainer
 from tests.train.test_trainer import _config, sql_files  # noqa: F401  (the module's data fixture)
 
 

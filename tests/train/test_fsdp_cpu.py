@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
-from skyrl_train.workers import PolicyWorker, WorkerGroup, WorkerGroupError  # noqa: E402
+from skyrl_train.training.workers import PolicyWorker, WorkerGroup, WorkerGroupError  # noqa: E402
 
 from .tiny_models import VOCAB, tiny_llama  # noqa: E402
 

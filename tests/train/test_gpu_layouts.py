@@ -20,10 +20,10 @@ pytest.importorskip("transformers")
 from skyrl_train import distributed as dist_utils  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, ConfigError, OptimizerConfig, load_config  # noqa: E402
 from skyrl_train.inference import process as engine_process  # noqa: E402
-from skyrl_train.workers import CriticWorker, PolicyWorker  # noqa: E402
-from skyrl_train.workers.base import local_shard, mixed_precision_policy  # noqa: E402
-from skyrl_train.workers.batching import balance_micro_batches, iter_token_micro_batches  # noqa: E402
-from skyrl_train.workers.plan import engine_sleeps_while_training  # noqa: E402
+from skyrl_train.training.workers import CriticWorker, PolicyWorker  # noqa: E402
+from skyrl_train.training.workers.base import local_shard, mixed_precision_policy  # noqa: E402
+from skyrl_train.training.workers.batching import balance_micro_batches, iter_token_micro_batches  # noqa: E402
+from skyrl_train.training.workers.plan import engine_sleeps_while_training  # noqa: E402
 
 from .ray_common import ray_config  # noqa: E402
 from .tiny_models import VOCAB, tiny_llama  # noqa: E402
@@ -121,7 +121,7 @@ def test_seeded_builds_leave_the_gpus_random_state_alone(monkeypatch):
     assert torch.equal(torch.rand(3), expected)  # the caller's CPU state too
 
     pytest.importorskip("peft")
-    from skyrl_train.lora import apply_lora
+    from skyrl_train.training.lora import apply_lora
 
     seen.clear()
     apply_lora(tiny_llama(), rank=2, alpha=4, targets=["model.layers.0.self_attn.q_proj"], seed=0)
@@ -254,7 +254,7 @@ def test_a_colocated_engine_sleeps_for_the_update_and_wakes_weights_first(
     tiny_model, math_rows, tmp_path, monkeypatch
 ):
     import skyrl_train.inference.base as inference_base
-    from skyrl_train.trainer import Trainer
+    from skyrl_train.loop.trainer import Trainer
 
     events: list[str] = []
     engine_cls = _recording_engine_class(events)

@@ -11,7 +11,7 @@ import pytest
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.registration import deregister, register
 from skyrl_train.config import load_config
-from skyrl_train.trainer import Trainer
+from skyrl_train.loop.trainer import Trainer
 
 from .tiny_models import save_tiny_llama
 

@@ -11,14 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from skyrl_train.algorithms.logits import (  # noqa: E402
+from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
+from skyrl_train.training.algorithms.logits import (  # noqa: E402
     chunked_token_scores,
     entropy_from_logits,
     log_probs_from_logits,
 )
-from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
-from skyrl_train.workers import PolicyWorker, RefWorker  # noqa: E402
-from skyrl_train.workers.batching import pack_micro_batch  # noqa: E402
+from skyrl_train.training.workers import PolicyWorker, RefWorker  # noqa: E402
+from skyrl_train.training.workers.batching import pack_micro_batch  # noqa: E402
 
 
 def grouped_batch(vocab: int, prompt_lengths=(5, 11), group: int = 3, seed: int = 0) -> dict:
@@ -260,7 +260,7 @@ def sql_rows(tmp_path_factory):
 @pytest.mark.parametrize("update_epochs", [1, 2])
 def test_trainer_skips_the_old_log_prob_forward_when_on_policy(tiny_model, sql_rows, tmp_path, update_epochs):
     from skyrl_train.config import load_config
-    from skyrl_train.trainer import Trainer
+    from skyrl_train.loop.trainer import Trainer
 
     cfg = load_config(
         "sql_cpu",
@@ -303,7 +303,7 @@ def test_trainer_skips_the_old_log_prob_forward_when_on_policy(tiny_model, sql_r
 
 
 def test_token_budget_splits_micro_batches_and_gives_the_same_step(tiny_factory, tokenizer):
-    from skyrl_train.workers.batching import iter_token_micro_batches
+    from skyrl_train.training.workers.batching import iter_token_micro_batches
 
     batch = grouped_batch(len(tokenizer), seed=4)
     # group 1: prompt 5 + responses 4, 7, 10 (26 tokens); group 2: prompt 11 + the same lengths (32 tokens)

@@ -10,12 +10,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from skyrl_train import checkpoint  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, ConfigError, OptimizerConfig, load_config  # noqa: E402
-from skyrl_train.lora import merged_state_dict  # noqa: E402
-from skyrl_train.trainer import Trainer  # noqa: E402
-from skyrl_train.workers import PolicyWorker  # noqa: E402
-from skyrl_train.workers.plan import plan_workers  # noqa: E402
+from skyrl_train.loop.trainer import Trainer  # noqa: E402
+from skyrl_train.training import checkpoint  # noqa: E402
+from skyrl_train.training.lora import merged_state_dict  # noqa: E402
+from skyrl_train.training.workers import PolicyWorker  # noqa: E402
+from skyrl_train.training.workers.plan import plan_workers  # noqa: E402
 
 from .test_trainer import _config, sql_files  # noqa: E402, F401
 from .test_workers import make_batch, with_old_log_probs  # noqa: E402

@@ -22,7 +22,7 @@ pytest.importorskip("transformers")
 ray = pytest.importorskip("ray")
 
 from skyrl_train.distributed import find_free_port  # noqa: E402
-from skyrl_train.trainer import Trainer  # noqa: E402
+from skyrl_train.loop.trainer import Trainer  # noqa: E402
 
 from .ray_common import ray_config  # noqa: E402
 

@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 ray = pytest.importorskip("ray")
 
-from skyrl_train.trainer import Trainer  # noqa: E402
-from skyrl_train.workers import WorkerGroup, WorkerLostError  # noqa: E402
+from skyrl_train.loop.trainer import Trainer  # noqa: E402
+from skyrl_train.training.workers import WorkerGroup, WorkerLostError  # noqa: E402
 
 from .ray_common import RAY  # noqa: E402
 from .ray_common import ray_config as _config  # noqa: E402
@@ -39,7 +39,7 @@ def test_a_step_through_ray_actors_equals_the_spawned_process_step(cluster, tiny
     """Same seed, same rows: the same trajectories, loss and weights from two FSDP2 actors (with the engine
     in an actor and the environments in two environment actors) as from two spawned processes."""
     from skyrl_train.ray_layout.envs import RemoteEnvRunner
-    from skyrl_train.workers.ray_group import RayWorkerGroup
+    from skyrl_train.training.workers.ray_group import RayWorkerGroup
 
     results = {}
     for name, extra in (
@@ -160,7 +160,7 @@ def test_killed_actors_are_named_and_the_run_resumes_from_its_checkpoint(
     config = _config(
         tiny_model, math_rows, run_dir, *RAY, "trainer.max_steps=2", "trainer.placement.max_restarts=1"
     )
-    with caplog.at_level(logging.WARNING, logger="skyrl_train.trainer"), Trainer(config) as trainer:
+    with caplog.at_level(logging.WARNING, logger="skyrl_train.loop.trainer"), Trainer(config) as trainer:
         assert trainer.step == 1  # resumed from step 1's checkpoint
         kill_before_step(trainer, 2, lambda t: t.engine.actor)
         summary = trainer.fit()

@@ -62,6 +62,8 @@ def test_ray_keys_without_the_ray_backend_are_refused(overrides, message):
 
 
 def test_importing_the_trainer_and_the_ray_layout_does_not_import_ray():
-    code = "import sys, skyrl_gym, skyrl_train.trainer, skyrl_train.ray_layout; print('ray' in sys.modules)"
+    code = (
+        "import sys, skyrl_gym, skyrl_train.loop.trainer, skyrl_train.ray_layout; print('ray' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -21,8 +21,8 @@ from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
 from skyrl_train.config import load_config
 from skyrl_train.inference.scripted import ScriptedEngine
+from skyrl_train.loop.trainer import Trainer
 from skyrl_train.rollout.react import render_tool_call
-from skyrl_train.trainer import Trainer
 
 pytest.importorskip("transformers")
 
@@ -149,8 +149,8 @@ def test_the_warm_up_plays_each_rows_reference_through_the_react_loop(sql_rows, 
     """The warm-up asks the environment as the agent plays it (``AgentRunner.make_env``: inside ``ReActEnv``)
     for its reference, so the references are tool calls and they earn the full reward through the loop."""
     from skyrl_train.config import SamplingParams
+    from skyrl_train.loop.warmup import play_references, reference_episodes
     from skyrl_train.rollout.runner import AgentRunner
-    from skyrl_train.warmup import play_references, reference_episodes
 
     _, rows = sql_rows
     config = load_config("sql_cpu", ["generator.agent=react", "generator.react.tools=[sql]"])

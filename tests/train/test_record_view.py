@@ -12,6 +12,7 @@ import subprocess
 import pytest
 import torch
 
+from skyrl_train.loop.trainer import Trainer
 from skyrl_train.record import (
     FOLDER,
     PLAN_FILE,
@@ -22,7 +23,6 @@ from skyrl_train.record import (
     read_rollouts,
 )
 from skyrl_train.replay import RecordedEnv, replay_episodes, replay_training
-from skyrl_train.trainer import Trainer
 from skyrl_train.viewer import build_view
 from tests.train.test_trainer import _config, sql_files  # noqa: F401  (the module's data fixture)
 
@@ -221,7 +221,7 @@ def test_replay_runs_the_update_with_the_runs_thread_count_and_restores_the_call
 ):
     """The plan's torch_threads is the count the update runs with (a count other than the caller's here);
     the caller's count is back afterwards."""
-    import skyrl_train.trainer as trainer_module
+    import skyrl_train.loop.trainer as trainer_module
 
     copy = tmp_path / "other_threads"
     shutil.copytree(run_dir, copy)

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from skyrl_gym.envs.python.tasks import build_rows as python_rows
-from skyrl_train.checkpoint import export_model
 from skyrl_train.config import load_config
+from skyrl_train.loop.trainer import Trainer
 from skyrl_train.record import read_rollouts
-from skyrl_train.trainer import Trainer
+from skyrl_train.training.checkpoint import export_model
 from tests.docker.conftest import docker_engine  # noqa: F401  (the Docker engine with the images, or a skip)
 from tests.train.test_trainer import _overrides as _trainer_overrides
 from tests.train.test_trainer import sql_files  # noqa: F401  (the module's data fixture)

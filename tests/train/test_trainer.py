@@ -12,7 +12,7 @@ from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
 from skyrl_train.config import ConfigError, load_config
-from skyrl_train.trainer import Trainer, pass_at_k
+from skyrl_train.loop.trainer import Trainer, pass_at_k
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_the_time_budget_counts_rl_only(tiny_model, sql_files, tmp_path, monkeyp
     import time
     import types
 
-    import skyrl_train.trainer as trainer_module
+    import skyrl_train.loop.trainer as trainer_module
 
     skipped = [0.0]  # seconds the fake clock jumped
     clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
@@ -197,7 +197,7 @@ def test_eval_command_reports_pass_at_k_from_the_last_checkpoint(tiny_model, sql
 def test_a_training_step_on_two_gloo_workers(tiny_model, sql_files, tmp_path):
     """The policy as an FSDP2 group of two CPU processes (gloo): the trainer's warm-up step and one GRPO
     step, weights synced into the engine, and both ranks holding the same model."""
-    from skyrl_train.workers import WorkerGroup
+    from skyrl_train.training.workers import WorkerGroup
 
     config = _config(
         tiny_model,

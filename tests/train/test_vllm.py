@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # a
 torch = pytest.importorskip("torch")
 
 from skyrl_train.inference import SamplingParams, make_engine  # noqa: E402
+from skyrl_train.inference.weight_sync import gate  # noqa: E402
 from skyrl_train.models import load_model  # noqa: E402
-from skyrl_train.weight_sync import gate  # noqa: E402
 
 MODEL = "embedded:smollm2-135m"
 FLOAT32_TOLERANCE = 1e-3
@@ -251,7 +251,7 @@ def test_a_cuda_ipc_handle_travels_through_vllms_serializer_as_plain_data(monkey
     from torch.multiprocessing import reductions
     from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
-    from skyrl_train.weight_sync import cuda_ipc
+    from skyrl_train.inference.weight_sync import cuda_ipc
 
     args = (
         torch.Tensor,

@@ -20,8 +20,8 @@ from skyrl_gym.envs.sql.data import load_split  # noqa: E402
 from skyrl_gym.envs.sql.database import open_database  # noqa: E402
 from skyrl_gym.envs.sql.prompts import build_compact_prompt  # noqa: E402
 from skyrl_train.config import load_config  # noqa: E402
-from skyrl_train.trainer import Trainer  # noqa: E402
-from skyrl_train.weight_sync import gate  # noqa: E402
+from skyrl_train.inference.weight_sync import gate  # noqa: E402
+from skyrl_train.loop.trainer import Trainer  # noqa: E402
 
 from .tiny_models import save_tiny_llama  # noqa: E402
 
@@ -146,8 +146,8 @@ def test_async_training_on_vllm_pushes_weights_in_flight(small_model, sql_rows, 
     import threading
     import time
 
-    from skyrl_train.async_training import push_weights_in_flight
     from skyrl_train.inference import SamplingParams
+    from skyrl_train.loop.async_training import push_weights_in_flight
 
     config = sql_config(
         small_model,

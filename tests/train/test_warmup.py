@@ -16,10 +16,10 @@ from skyrl_gym.envs.math.tasks import build_rows  # noqa: E402
 from skyrl_gym.envs.sql.data import load_split  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine  # noqa: E402
+from skyrl_train.loop.warmup import play_references, reference_episodes, scripted_turns, supervised_step  # noqa: E402
 from skyrl_train.models import load_model  # noqa: E402
 from skyrl_train.rollout import MultiTurnGenerator  # noqa: E402
-from skyrl_train.warmup import play_references, reference_episodes, scripted_turns, supervised_step  # noqa: E402
-from skyrl_train.workers import PolicyWorker  # noqa: E402
+from skyrl_train.training.workers import PolicyWorker  # noqa: E402
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=4096)
 
@@ -104,7 +104,7 @@ def test_a_missteps_kept_prefix_stays_in_the_loss_token_for_token(tokenizer):
     that runs past its end does not, and without a tokenizer the whole turn is masked."""
     from types import SimpleNamespace
 
-    from skyrl_train.warmup import mask_missteps
+    from skyrl_train.loop.warmup import mask_missteps
 
     action = Misstep("<think>Plan.</think>\n<sql>SELECT nme FROM t</sql>", keep="<think>Plan.</think>\n<sql>")
     ids = list(tokenizer.encode(action, add_special_tokens=False))

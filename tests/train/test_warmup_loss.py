@@ -10,10 +10,10 @@ torch = pytest.importorskip("torch")
 from skyrl_gym.envs.sql.data import load_split  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
 from skyrl_train.inference.scripted import SamplingParams  # noqa: E402
+from skyrl_train.loop.warmup import supervised_step  # noqa: E402
 from skyrl_train.models import load_model  # noqa: E402
 from skyrl_train.rollout import MultiTurnGenerator  # noqa: E402
-from skyrl_train.warmup import supervised_step  # noqa: E402
-from skyrl_train.workers import PolicyWorker  # noqa: E402
+from skyrl_train.training.workers import PolicyWorker  # noqa: E402
 
 
 def test_the_warmup_loss_is_the_nll_and_falls(tokenizer, tiny_model):

@@ -17,7 +17,7 @@ from skyrl_gym.registries import UnknownNameError  # noqa: E402
 from skyrl_train.config import SamplingParams  # noqa: E402
 from skyrl_train.inference.hf import HFEngine  # noqa: E402
 from skyrl_train.inference.process import EngineProcess  # noqa: E402
-from skyrl_train.weight_sync import WEIGHT_SYNCS, make_weight_sync  # noqa: E402
+from skyrl_train.inference.weight_sync import WEIGHT_SYNCS, make_weight_sync  # noqa: E402
 
 from .tiny_models import special_ids, tiny_llama  # noqa: E402
 
@@ -108,9 +108,9 @@ def test_engine_process_receives(strategy, engine_process, trained):
 def test_a_tensor_damaged_in_transit_is_named(strategy, engine_process, trained, monkeypatch):
     """One byte of one tensor flipped after the trainer digested it and before the engine reads it: the
     engine's digest of what arrived differs, and the push fails naming that tensor."""
-    import skyrl_train.weight_sync.gloo as gloo
-    import skyrl_train.weight_sync.shared_memory as shared_memory
-    from skyrl_train.weight_sync.gate import WeightSyncError
+    import skyrl_train.inference.weight_sync.gloo as gloo
+    import skyrl_train.inference.weight_sync.shared_memory as shared_memory
+    from skyrl_train.inference.weight_sync.gate import WeightSyncError
 
     victim = "model.layers.1.self_attn.v_proj.weight"
 

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
-from skyrl_train.workers import (  # noqa: E402
+from skyrl_train.training.workers import (  # noqa: E402
     CriticWorker,
     PolicyWorker,
     RefWorker,
@@ -207,7 +207,7 @@ def test_make_workers_with_one_process_runs_in_process():
 def test_accepts_a_training_batch_with_observation_tokens():
     from types import SimpleNamespace
 
-    from skyrl_train.batch import TrainingBatch
+    from skyrl_train.training.batch import TrainingBatch
 
     trajectories = [
         # model tokens, then an observation (loss mask 0), then model tokens again

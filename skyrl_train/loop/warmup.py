@@ -1,0 +1,218 @@
+"""Supervised warm-up on reference trajectories before RL.
+
+A small model that never writes the protocol's tags gets no signal from GRPO (every reward of a group is the
+same). The warm-up teaches the protocol first: for each training row it asks the row's own environment for a
+known-good episode and plays it through the real environment with a
+:class:`~skyrl_train.inference.scripted.ScriptedEngine`, then trains on the resulting trajectories, so the
+tokens, the observations and the loss mask are exactly those of a model's own rollout.
+
+What to play comes from the environment contract alone: :meth:`skyrl_gym.Env.reference_action` (one turn
+that earns the full reward) or, for a share of the rows (``trainer.sft_warmup.episode_fraction``),
+:meth:`skyrl_gym.Env.reference_episode` (several turns, e.g. a tool call, then the answer once its
+observation came back), so that the multi-turn shape of the protocol is shown too. An episode's
+:class:`~skyrl_gym.core.Misstep` actions (a deliberate mistake the next turns recover from) are played but kept
+out of the loss, all but their ``keep`` prefix: the model learns to read the observation and recover, not to
+make the mistake; and a text-to-SQL correction episode still teaches the decision to run a query first, since
+its ``<think>`` plan and ``<sql>`` tag are that prefix.
+
+The update is the policy worker's own clipped policy-gradient step with every advantage set to 1 and the old
+log-probs taken just before the step: at ratio 1 its gradient is exactly that of the token-mean negative
+log-likelihood of the model's tokens (observation tokens stay masked out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from skyrl_train.inference.base import SamplingParams
+
+__all__ = ["mask_missteps", "play_references", "reference_episodes", "scripted_turns", "supervised_step"]
+
+
+def reference_episodes(
+    rows: Sequence[dict[str, Any]], generator: Any, episode_fraction: float, seed: int
+) -> list[list[str] | None]:
+    """The actions to play for each row: its environment's ``reference_episode()`` for the rows drawn into
+    ``episode_fraction``, its ``[reference_action()]`` for the others (a ``reference_action()`` that is a
+    list of steps is played as it is); ``None`` for a row whose environment knows no reference (or whose
+    actions are not text).
+
+    The draw (seeded by ``seed``) takes ``episode_fraction`` of the rows as exactly as a whole number allows:
+    ``floor(f * n)`` rows, one more with the probability of the remainder. Each warm-up batch then shows the
+    two kinds in the same proportion, so that a decision between them (run a query first, or answer at once)
+    ends the warm-up near that proportion, not wherever the last batches' coin flips left it.
+
+    Each environment is made from the row as a rollout makes it (``generator.make_env``), started with the
+    row's prompt, asked, and closed.
+    """
+    rng = random.Random(seed)
+    share = episode_fraction * len(rows)
+    count = int(share) + (rng.random() < share - int(share))
+    drawn = set(rng.sample(range(len(rows)), count))
+    out: list[list[str] | None] = []
+    for index, row in enumerate(rows):
+        whole_episode = index in drawn
+        env, prompt = generator.make_env(row)
+        try:
+            env.init(prompt)
+            if whole_episode:
+                actions = env.reference_episode()
+            else:
+                action = env.reference_action()
+                # a list is a reference played over several steps (the terminal's commands, then submit)
+                actions = (
+                    None if action is None else list(action) if isinstance(action, list | tuple) else [action]
+                )
+        finally:
+            env.close()
+        if not actions or not all(isinstance(a, str) for a in actions):
+            actions = None
+        out.append(None if actions is None else list(actions))
+    return out
+
+
+def scripted_turns(actions: Sequence[str]) -> Callable[[str], str]:
+    """A :class:`ScriptedEngine` script that answers its n-th call with ``actions[n]`` (one trajectory's
+    turns, in order, whatever the conversation says)."""
+    turns = iter(actions)
+
+    def script(conversation: str) -> str:
+        try:
+            return next(turns)
+        except StopIteration:
+            raise RuntimeError(
+                f"the environment asked for turn {len(actions) + 1} of a reference episode of {len(actions)}"
+            ) from None
+
+    return script
+
+
+def mask_missteps(trajectory: Any, actions: Sequence[str], tokenizer: Any = None) -> int:
+    """Zero the loss mask over the model turns of ``trajectory`` that played a
+    :class:`~skyrl_gym.core.Misstep` of ``actions`` (turn *k* played ``actions[k]``); the number masked.
+
+    The leading tokens of such a turn that spell (part of) the misstep's ``keep`` prefix stay in the loss; that
+    needs ``tokenizer`` (without it, a misstep's whole turn is masked).
+    """
+    from skyrl_gym.core import Misstep
+
+    masked = 0
+    for (start, end), action in zip(trajectory.turn_spans, actions, strict=False):
+        if isinstance(action, Misstep):
+            kept = _kept_tokens(trajectory.response_ids[start:end], action.keep, tokenizer)
+            trajectory.loss_mask[start + kept : end] = [0] * (end - start - kept)
+            masked += 1
+    return masked
+
+
+def _kept_tokens(token_ids: Sequence[int], keep: str, tokenizer: Any) -> int:
+    """How many leading tokens of ``token_ids`` decode to a prefix of ``keep`` (a token that would run past
+    it, or that a tokenizer merged across its end, is not kept)."""
+    if not keep or tokenizer is None:
+        return 0
+    kept = 0
+    for n in range(1, len(token_ids) + 1):
+        text = tokenizer.decode(list(token_ids[:n]), skip_special_tokens=False)
+        if len(text) > len(keep) or not keep.startswith(text):
+            break
+        kept = n
+    return kept
+
+
+def play_references(
+    rows: Sequence[dict[str, Any]],
+    generator_factory: Callable[[Any], Any],
+    tokenizer: Any,
+    params: SamplingParams,
+    *,
+    episode_fraction: float,
+    seed: int,
+) -> list[Any]:
+    """Play each row's reference (see :func:`reference_episodes`) through its real environment; the
+    trajectories of the rows that have one, in row order (``group_id`` is the row's index), with their
+    missteps' turns masked out of the loss (:func:`mask_missteps`).
+
+    ``generator_factory(engine)`` builds the multi-turn generator over a given engine (the trainer's
+    generator settings); each row gets its own :class:`ScriptedEngine`, whose script is that row's episode.
+    """
+    from skyrl_train.inference.scripted import ScriptedEngine
+
+    def generator_for(actions: Sequence[str]) -> Any:
+        return generator_factory(ScriptedEngine(tokenizer, scripted_turns(actions), logprob=None))
+
+    episodes = reference_episodes(rows, generator_for([]), episode_fraction, seed)
+
+    async def play() -> list[Any]:
+        jobs = [
+            generator_for(actions).rollout(row, params, group_id=i)
+            for i, (row, actions) in enumerate(zip(rows, episodes, strict=True))
+            if actions is not None
+        ]
+        return list(await asyncio.gather(*jobs))
+
+    trajectories = asyncio.run(play())
+    for trajectory in trajectories:
+        mask_missteps(trajectory, episodes[trajectory.group_id] or [], tokenizer)
+    return trajectories
+
+
+def supervised_step(
+    policy: Any,
+    generator_factory: Callable[[Any], Any],
+    tokenizer: Any,
+    rows: Sequence[dict[str, Any]],
+    params: SamplingParams,
+    *,
+    episode_fraction: float,
+    seed: int,
+) -> dict[str, float]:
+    """One warm-up step: play the references of ``rows`` (:func:`play_references`) and take one policy step
+    on them.
+
+    Rows whose environment gives no reference, trajectories that did not earn the full reward (a gold
+    answer that fails, a cut-off turn), and the last few when a group of training processes could not split
+    them evenly, are left out (``warmup/dropped``).
+    """
+    import torch
+
+    from skyrl_train.inference.scripted import ScriptedEngine
+    from skyrl_train.training.batch import TrainingBatch
+
+    trajectories = play_references(
+        rows, generator_factory, tokenizer, params, episode_fraction=episode_fraction, seed=seed
+    )
+    threshold = generator_factory(ScriptedEngine(tokenizer, scripted_turns([]))).pass_threshold
+    kept = [t for t in trajectories if not t.is_error and t.reward >= threshold]
+    # a group of training processes splits the batch evenly: leave out the remainder
+    kept = kept[: len(kept) - len(kept) % max(int(getattr(policy, "world_size", 1)), 1)]
+    if not kept:
+        raise RuntimeError(
+            "no reference trajectory earned the full reward: check the rows' ground truth and the "
+            "environment's reference_action()/reference_episode()"
+        )
+    batch = TrainingBatch.from_trajectories(kept, tokenizer.pad_token_id)
+    # one mini-batch, one epoch: the worker takes the old log-probs from its own forward (ratio 1), so no
+    # separate scoring pass is needed
+    batch.advantages = batch.response_mask.to(torch.float32).clone()
+    batch.returns = batch.advantages.clone()
+    metrics = policy.train_batch(batch, batch.batch_size, 1)
+    # The worker's own loss is the clipped surrogate, -1 at ratio 1 whatever the model: the warm-up's loss is
+    # its negative log-likelihood (before the step), so that the curve shows it falling.
+    nll = metrics["policy/nll"]
+    forwarded = {
+        f"warmup/{k.split('/', 1)[-1]}": v
+        for k, v in metrics.items()
+        if k.startswith("policy/") and k not in ("policy/loss", "policy/pg_loss", "policy/nll")
+    }
+    return {
+        **forwarded,
+        "warmup/loss": float(nll),
+        "warmup/nll": float(nll),
+        "warmup/trajectories": float(len(kept)),
+        # episodes that recovered from a misstep (a model turn played but masked out)
+        "warmup/corrections": float(sum(any(0 in t.loss_mask[a:b] for a, b in t.turn_spans) for t in kept)),
+        "warmup/dropped": float(len(rows) - len(kept)),
+    }
