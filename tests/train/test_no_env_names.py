@@ -33,7 +33,7 @@ GENERIC_TAGS = {"tool_call", "tool_response"}
 
 ALLOWED = {
     (
-        "checkpoint.py",
+        "training/checkpoint.py",
         "python",
     ): "the key of Python's random-module state in a checkpoint, not the python env",
 }
