@@ -46,9 +46,12 @@ MOVED: dict[str, str] = {
 """Old dotted name -> new dotted name; the longest matching old prefix wins."""
 
 
+_LONGEST_FIRST = sorted(MOVED, key=len, reverse=True)
+
+
 def new_name(name: str) -> str | None:
     """The new home of an old module name (None: not a moved name)."""
-    for old in sorted(MOVED, key=len, reverse=True):
+    for old in _LONGEST_FIRST:
         if name == old or name.startswith(old + "."):
             return MOVED[old] + name[len(old) :]
     return None
@@ -74,6 +77,8 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Answer the old names (once per interpreter; ``skyrl_train/__init__.py`` calls it)."""
+    """Answer the old names (once per interpreter; ``skyrl_train/__init__.py`` calls it). The finder goes
+    last: an old name has no file of its own, so it is asked only after every other finder found nothing,
+    and the imports of names that exist never reach it."""
     if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _MovedFinder())
+        sys.meta_path.append(_MovedFinder())
