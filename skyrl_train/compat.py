@@ -70,6 +70,8 @@ class _Alias(importlib.abc.Loader):
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if not name.startswith("skyrl_train."):
+            return None
         moved = new_name(name)
         if moved is None:
             return None
@@ -78,7 +80,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Answer the old names (once per interpreter; ``skyrl_train/__init__.py`` calls it). The finder goes
-    last: an old name has no file of its own, so it is asked only after every other finder found nothing,
-    and the imports of names that exist never reach it."""
+    first: an old package's name is bound to the new package, whose ``__path__`` the file finders would
+    search for the old submodule's name and run that file a second time as a module of its own."""
     if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedFinder())
+        sys.meta_path.insert(0, _MovedFinder())
