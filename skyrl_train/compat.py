@@ -60,12 +60,18 @@ def new_name(name: str) -> str | None:
 class _Alias(importlib.abc.Loader):
     def __init__(self, target: str) -> None:
         self.target = target
+        self._spec: Any = None
 
     def create_module(self, spec: Any) -> ModuleType:
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self._spec = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module ran under its new name already."""
+        """The module ran under its new name already. The import system has just set its ``__spec__`` to
+        the alias's: the module's own goes back, so that ``reload``, ``__spec__.parent`` and tools that read
+        the spec see the module as it is."""
+        module.__spec__ = self._spec
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

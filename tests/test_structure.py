@@ -195,7 +195,10 @@ def test_every_old_name_is_the_very_module_of_its_new_home():
     from skyrl_train.compat import MOVED, new_name
 
     for old, new in MOVED.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
+        module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        # the module keeps its own name and spec: importing it by the old name renames nothing
+        assert module.__name__ == new and module.__spec__.name == new, old
     # a submodule of a moved package, under its old dotted name
     pairs = {
         "skyrl_train.agent.tools.sql": "skyrl_train.rollout.tools.sql",
