@@ -11,6 +11,7 @@ As in SkyRL, the sub-modules ``envs``, ``tools`` and ``error`` are attributes of
 """
 
 from skyrl_gym import envs, error, tools  # noqa: E402,I001  (SkyRL exposes these modules on the package)
+from skyrl_gym import compat as _compat
 from skyrl_gym.budget import Budget
 from skyrl_gym.core import ConversationType, Env, EnvStepOutput, MessageType, Misstep, Task
 from skyrl_gym.envs import (
@@ -63,6 +64,7 @@ __all__ = [
     "tools",
 ]
 
+_compat.install()  # the earlier import paths of moved modules (skyrl_gym.compat), before any plugin imports one
 load_plugins()
 
 from skyrl_gym import bridge as _bridge  # noqa: E402  (after the registry is filled)

@@ -160,10 +160,14 @@ NEVER_REACHES: dict[str, tuple[str, ...]] = {
         "skyrl_train.loop",
         "skyrl_train.evaluation",
     ),
+    "skyrl_gym.runtime": ("skyrl_gym.envs", "skyrl_gym.tools", "skyrl_gym.datasets", "skyrl_train"),
+    "skyrl_gym.tools": ("skyrl_gym.envs", "skyrl_gym.datasets", "skyrl_train"),
 }
 """Each package's rule: what it never imports, directly or through others. Rollouts and evaluations run
 through an engine and never train; training is tensors in and out; engines serve whoever calls them; only
-the loop (``skyrl_train.loop``) joins them all."""
+the loop (``skyrl_train.loop``) joins them all. In ``skyrl_gym``, the sandboxes and services that run
+untrusted work (``runtime``, the SQL query service included) know no environment, tool or dataset, and the
+tools know no environment."""
 
 
 @pytest.mark.parametrize("package", sorted(NEVER_REACHES))
@@ -221,6 +225,30 @@ def test_every_old_name_is_the_very_module_of_its_new_home():
     modules = _modules()
     assert all(new in modules for new in MOVED.values())
     assert not any(old in modules for old in MOVED)
+
+
+def test_every_old_skyrl_gym_name_is_the_very_module_of_its_new_home():
+    """skyrl_gym's moved modules (the SQL query service, now ``skyrl_gym.runtime.sql``) answer under their old
+    names for one release (``skyrl_gym.compat``), through the same finder as skyrl_train's."""
+    import importlib
+
+    from skyrl_gym.compat import MOVED, new_name
+
+    modules = _modules()
+    assert len(MOVED) == 13
+    for old, new in MOVED.items():
+        assert new in modules and old not in modules, old
+        module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert module.__name__ == new and module.__spec__.name == new, old
+    # what callers imported from the old homes is the same object
+    from skyrl_gym.envs.sql.database import open_database as old_open
+    from skyrl_gym.envs.sql.safety import check_read_only as old_guard
+    from skyrl_gym.runtime.sql.database import open_database
+    from skyrl_gym.runtime.sql.guard import check_read_only
+
+    assert (old_open, old_guard) == (open_database, check_read_only)
+    assert new_name("skyrl_gym.envs.sql.env") is None and new_name("skyrl_gym.envs.sql.db_poolx") is None
 
 
 def test_a_trajectory_reaches_no_runner_and_no_dispatcher():

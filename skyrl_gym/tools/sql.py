@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from skyrl_gym.tools.core import ToolGroup, tool
 
 if TYPE_CHECKING:
-    from skyrl_gym.envs.sql.database import Database, QueryResult
+    from skyrl_gym.runtime.sql.database import Database, QueryResult
 
 __all__ = [
     "INVALID_ACTION",
@@ -343,7 +343,7 @@ class SQLCodeExecutorToolGroup(ToolGroup):
 
     ``SQLCodeExecutorToolGroup(db_file_path=root)`` finds database ``db_id`` at SkyRL's
     ``{root}/{db_id}/{db_id}.sqlite`` (``.duckdb`` too) and opens it on first use. ``database=`` binds an open
-    :class:`~skyrl_gym.envs.sql.database.Database` to ``db_id`` (then ``db_file`` is the path errors name); the
+    :class:`~skyrl_gym.runtime.sql.database.Database` to ``db_id`` (then ``db_file`` is the path errors name); the
     group closes only the databases it opened itself. Queries go through the database layer: the read-only
     guard, ``timeout_s`` (SkyRL's 5 s), ``transpile_from`` and a cap on the rows fetched.
 
@@ -410,7 +410,7 @@ class SQLCodeExecutorToolGroup(ToolGroup):
             # SQLite runs an empty statement and returns no rows; so does SkyRL's tool.
             self.last = {"sql": "", "error_kind": None, "rows": 0, "rows_shown": 0, "truncated": False}
             return _EMPTY_TABLE
-        from skyrl_gym.envs.sql.database import QueryError, QueryTimeout
+        from skyrl_gym.runtime.sql.database import QueryError, QueryTimeout
 
         info: dict[str, Any] = {"sql": sql[:_METADATA_SQL_CHARS]}
         self.last = info
@@ -481,7 +481,7 @@ class SQLCodeExecutorToolGroup(ToolGroup):
             raise ValueError(f"no database {key!r}: this group serves only {self._bound!r}")
         if not key or any(sep in key for sep in ("/", "\\")) or key in (".", ".."):
             raise ValueError(f"db_id must be a plain name, got {key!r}")
-        from skyrl_gym.envs.sql.database import open_database
+        from skyrl_gym.runtime.sql.database import open_database
 
         file = self.db_file_for(key)
         database = open_database(file, engine=self.engine, sqlite_temp_store=self.sqlite_temp_store)

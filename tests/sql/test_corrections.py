@@ -9,7 +9,7 @@ from shopdb import ENGINES, SHOP_QUESTIONS, shop_task
 import skyrl_gym
 from skyrl_gym.core import Misstep
 from skyrl_gym.envs.sql.corrections import RunResult, near_misses
-from skyrl_gym.envs.sql.database import open_database
+from skyrl_gym.runtime.sql.database import open_database
 from skyrl_gym.tools.sql import SQLCodeExecutorToolGroup
 
 

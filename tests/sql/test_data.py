@@ -21,8 +21,8 @@ import pytest
 from skyrl_gym.datasets.sql.synth.build import GENERATOR_VERSION
 from skyrl_gym.datasets.sql.synth.templates import LEVELS, degenerate
 from skyrl_gym.envs.sql import data
-from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import ENV_CLASS, SYSTEM_PROMPT, build_prompt, build_row
+from skyrl_gym.runtime.sql.database import open_database
 
 MIN_SIZES = {"train": 2000, "dev": 200, "test": 300}
 

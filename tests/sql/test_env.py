@@ -21,8 +21,8 @@ from test_safety import HOSTILE, temp_entries
 
 import skyrl_gym
 from skyrl_gym.envs.sql import Text2SQLEnv
-from skyrl_gym.envs.sql.database import close_idle_databases
 from skyrl_gym.envs.sql.env import Text2SQLConfig, format_result
+from skyrl_gym.runtime.sql.database import close_idle_databases
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import episodes, tag_actions
 
@@ -353,7 +353,7 @@ def test_strict_observations_are_capped_in_rows_and_characters(shop_files):
 
 
 def test_format_result_says_what_it_cut():
-    from skyrl_gym.envs.sql.database import QueryResult
+    from skyrl_gym.runtime.sql.database import QueryResult
 
     assert format_result(QueryResult(["a"], [])) == "a\n(no rows)"
     assert format_result(QueryResult(["a"], [(1,)])) == "a\n1\n(1 row)"
@@ -480,7 +480,7 @@ def test_starting_without_a_task_says_what_is_missing():
 
 def test_importing_the_package_stays_light():
     code = (
-        "import sys, json, skyrl_gym.envs.sql, skyrl_gym.envs.sql.database;"
+        "import sys, json, skyrl_gym.envs.sql, skyrl_gym.runtime.sql.database;"
         "print(json.dumps([m for m in ('duckdb', 'sqlglot') if m in sys.modules]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

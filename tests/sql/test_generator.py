@@ -28,8 +28,8 @@ from skyrl_gym.datasets.sql.synth.templates import (
     degenerate,
     literal,
 )
-from skyrl_gym.envs.sql.database import open_database
 from skyrl_gym.envs.sql.prompts import SYSTEM_PROMPT
+from skyrl_gym.runtime.sql.database import open_database
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = {"train": 120, "dev": 40, "test": 80}

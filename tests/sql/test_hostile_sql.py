@@ -37,10 +37,10 @@ from pathlib import Path
 import pytest
 from shopdb import ENGINES, build_shop, sha256_of
 
-from skyrl_gym.envs.sql.database import QueryError, UnsafeQuery, close_idle_databases, open_database
-from skyrl_gym.envs.sql.db_folders import PRIVATE_PREFIX, sweep_stale_folders
-from skyrl_gym.envs.sql.db_zygote import live_workers
-from skyrl_gym.envs.sql.safety import UnknownRelation
+from skyrl_gym.runtime.sql.database import QueryError, UnsafeQuery, close_idle_databases, open_database
+from skyrl_gym.runtime.sql.folders import PRIVATE_PREFIX, sweep_stale_folders
+from skyrl_gym.runtime.sql.guard import UnknownRelation
+from skyrl_gym.runtime.sql.zygote import live_workers
 from tests.bounds import STOPPED_WITHIN_S
 
 TIMEOUT_S = 1.5
@@ -671,8 +671,8 @@ def test_a_fork_of_the_caller_never_uses_or_stops_its_workers(hostile_files):
 _CHILD = textwrap.dedent(
     """
     import os, sys, time
-    from skyrl_gym.envs.sql.database import open_database
-    from skyrl_gym.envs.sql.db_zygote import ZYGOTE, live_workers
+    from skyrl_gym.runtime.sql.database import open_database
+    from skyrl_gym.runtime.sql.zygote import ZYGOTE, live_workers
     db = open_database(sys.argv[1], duckdb_config={"memory_limit": "64MB", "threads": 1})
     db.execute(
         "SELECT COUNT(DISTINCT x) FROM (SELECT (i * 7919) % 5000003 AS x, repeat('y', 40) AS pad "

@@ -22,7 +22,7 @@ pytest.importorskip("sqlglot")
 
 import skyrl_gym  # noqa: E402
 from skyrl_gym.datasets.sql import realdb  # noqa: E402
-from skyrl_gym.envs.sql.database import detect_engine, open_database  # noqa: E402
+from skyrl_gym.runtime.sql.database import detect_engine, open_database  # noqa: E402
 
 CHINOOK_COUNTS = {
     "artist": 275,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from shopdb import ENGINES, sha256_of
 
-from skyrl_gym.envs.sql.database import (
+from skyrl_gym.runtime.sql.database import (
     QueryError,
     QueryTimeout,
     UnparsableQuery,
@@ -20,7 +20,7 @@ from skyrl_gym.envs.sql.database import (
     close_idle_databases,
     open_database,
 )
-from skyrl_gym.envs.sql.safety import _cached_verdict, check_read_only
+from skyrl_gym.runtime.sql.guard import _cached_verdict, check_read_only
 
 # Statements a model might write to escape, written for either engine. Each must be refused by the guard.
 HOSTILE = [

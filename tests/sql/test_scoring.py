@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from shopdb import ENGINES, SHOP_QUESTIONS, build_shop
 
 from skyrl_gym.envs.sql import scoring
-from skyrl_gym.envs.sql.database import QueryError, QueryResult, open_database
 from skyrl_gym.envs.sql.scoring import (
     execution_match,
     extract_solution,
@@ -21,6 +20,7 @@ from skyrl_gym.envs.sql.scoring import (
     results_match,
     score_completion,
 )
+from skyrl_gym.runtime.sql.database import QueryError, QueryResult, open_database
 from skyrl_gym.testing.strategies import text_actions
 
 # -- the format rule --------------------------------------------------------------------------------------------

@@ -154,8 +154,8 @@ def test_a_run_evaluates_its_sets_at_each_stage_and_writes_the_report(tiny_model
     pytest.importorskip("torch")
 
     from skyrl_gym.envs.sql.data import load_split
-    from skyrl_gym.envs.sql.database import open_database
     from skyrl_gym.envs.sql.prompts import build_compact_prompt
+    from skyrl_gym.runtime.sql.database import open_database
     from skyrl_train.cli import main
 
     train = [r for r in load_split("train") if r["extra_info"]["level"] == "easy"][:4]

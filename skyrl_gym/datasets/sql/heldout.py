@@ -104,8 +104,8 @@ def build_heldout(
 
     from skyrl_gym.datasets.sql.synth.build import Guard, Writer, generate_questions, populate
     from skyrl_gym.datasets.sql.synth.templates import LEVELS
-    from skyrl_gym.envs.sql.database import close_idle_databases, open_database
     from skyrl_gym.envs.sql.prompts import build_row
+    from skyrl_gym.runtime.sql.database import close_idle_databases, open_database
 
     unknown = [level for level in levels if level not in LEVELS]
     if unknown:
@@ -157,7 +157,7 @@ def chinook_rows(copy_to: str | Path | None = None) -> list[dict[str, Any]]:
     """The hand-written Chinook questions as rows with the compact prompt (the transfer set); the database
     is copied into ``copy_to`` when given."""
     from skyrl_gym.datasets.sql.realdb import build_rows
-    from skyrl_gym.envs.sql.database import open_database
+    from skyrl_gym.runtime.sql.database import open_database
 
     out = []
     for row in build_rows(["chinook"], copy_to=copy_to):

@@ -101,7 +101,7 @@ class _Databases:
         self._open: dict[Path, Any] = {}
 
     def get(self, path: Path):
-        from skyrl_gym.envs.sql.database import open_database
+        from skyrl_gym.runtime.sql.database import open_database
 
         if path not in self._open:
             self._open[path] = self._stack.enter_context(open_database(path))
@@ -303,7 +303,7 @@ def import_skyrl_sql(
     exist there (a missing one is an error naming the path tried); with ``rebuild_prompts`` as well, every
     prompt is rebuilt from the database with this project's system prompt and schema rendering.
     """
-    from skyrl_gym.envs.sql.database import DATA_LAYOUTS, resolve_database
+    from skyrl_gym.runtime.sql.database import DATA_LAYOUTS, resolve_database
 
     source = Path(path)
     records = read_rows(source)

@@ -556,7 +556,7 @@ def check_questions(db_id: str, questions: Iterable[RealQuestion] | None = None)
     An empty list means every query is accepted by the read-only guard, runs, returns a non-empty,
     non-degenerate result, and, when it orders its rows, orders them unambiguously.
     """
-    from skyrl_gym.envs.sql.database import QueryError, open_database
+    from skyrl_gym.runtime.sql.database import QueryError, open_database
 
     questions = list(questions) if questions is not None else load_questions(db_id)
     problems = []
@@ -599,8 +599,8 @@ def build_rows(
     The rows' ``db_path`` is the cached database file, or its copy in ``copy_to`` when given (to ship a
     dataset folder that holds its own databases). ``extra_info`` carries the question's ``id``.
     """
-    from skyrl_gym.envs.sql.database import open_database
     from skyrl_gym.envs.sql.prompts import build_row
+    from skyrl_gym.runtime.sql.database import open_database
 
     rows = []
     for db_id in db_ids:

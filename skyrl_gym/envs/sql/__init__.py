@@ -1,7 +1,7 @@
 """The text-to-SQL environment (``text2sql``), SkyRL-SQL's protocol on a real DuckDB or SQLite database.
 
-- :mod:`.database`: read-only databases with a guard, a timeout and capped results (:func:`open_database`);
-- :mod:`.safety`: the read-only guard (:func:`~skyrl_gym.envs.sql.safety.check_read_only`);
+- :mod:`skyrl_gym.runtime.sql`: the query service the environment runs every query in (read-only databases
+  with a guard, a timeout and capped results; :func:`open_database` is re-exported here);
 - :mod:`.scoring`: execution match and SkyRL's format rule, also for offline evaluation;
 - :mod:`.utils`: SkyRL-SQL's format rule and reward (``verify_format_and_extract``, ``compute_score_single``);
 - :mod:`.env`: :class:`~skyrl_gym.envs.sql.env.Text2SQLEnv` (SkyRL's ``SQLEnv``), registered as ``text2sql``.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skyrl_gym.envs.sql.database import (
+from skyrl_gym.runtime.sql.database import (
     Database,
     QueryError,
     QueryResult,

@@ -53,7 +53,7 @@ from skyrl_gym.envs.base_text_env import (
     positive_int,
     task_ground_truth,
 )
-from skyrl_gym.envs.sql.database import (
+from skyrl_gym.runtime.sql.database import (
     DEFAULT_TIMEOUT_S,
     Database,
     open_database,

@@ -158,7 +158,7 @@ def match_predictions(
 # -- scoring ---------------------------------------------------------------------------------------------------
 def _database_path(row: dict[str, Any], db_root: str | os.PathLike | None) -> Path:
     """The row's database: its ``db_path``, else (moved files) its ``db_id`` + ``data`` under ``db_root``."""
-    from skyrl_gym.envs.sql.database import resolve_database
+    from skyrl_gym.runtime.sql.database import resolve_database
 
     try:
         return resolve_database(row, db_root).resolve()
@@ -182,8 +182,8 @@ def evaluate(
     ``tolerances`` (``float_tol``, ``ignore_column_order``) go to
     :func:`~skyrl_gym.envs.sql.scoring.execution_match`; ``require_think`` to the format rule.
     """
-    from skyrl_gym.envs.sql.database import QueryError, open_database
     from skyrl_gym.envs.sql.scoring import execution_match, extract_solution, gold_result, grade_completion
+    from skyrl_gym.runtime.sql.database import QueryError, open_database
 
     matched = match_predictions(rows, predictions)
     report = Report()

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from skyrl_gym.envs.sql.database import Database
+    from skyrl_gym.runtime.sql.database import Database
 
 __all__ = [
     "COMPACT_SYSTEM_PROMPT",

@@ -14,7 +14,7 @@ order only when the gold query's top-level ``ORDER BY`` orders them; numbers equ
 ``ignore_column_order``. Right scores 1.0, wrong (or a solution that fails to run) 0.0.
 
 Gold results are cached (least recently used, keyed by the database file, its modification time and size,
-and the gold SQL). A gold query that fails raises :class:`~skyrl_gym.envs.sql.database.QueryError`: that is
+and the gold SQL). A gold query that fails raises :class:`~skyrl_gym.runtime.sql.database.QueryError`: that is
 a broken dataset row, never a 0 for the model.
 """
 
@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
-from skyrl_gym.envs.sql.database import DEFAULT_TIMEOUT_S, Database, QueryError, QueryResult
+from skyrl_gym.runtime.sql.database import DEFAULT_TIMEOUT_S, Database, QueryError, QueryResult
 
 __all__ = [
     "DEFAULT_FLOAT_TOL",

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from skyrl_gym.tools.sql import row_key
 
 if TYPE_CHECKING:
-    from skyrl_gym.envs.sql.database import Database
     from skyrl_gym.envs.sql.scoring import SQLGrade
+    from skyrl_gym.runtime.sql.database import Database
 
 __all__ = [
     "MATCHES",
@@ -143,10 +143,10 @@ def grade_episode(
     removed). ``match="execution"`` compares results with :func:`~skyrl_gym.envs.sql.scoring.results_match`
     (with ``float_tol`` and ``ignore_column_order``) instead of as sets. The solution runs through the
     read-only guard with ``timeout_s`` and ``transpile_from``; one that fails scores 0.0. A gold query that
-    fails raises :class:`~skyrl_gym.envs.sql.database.QueryError` (a broken task, never a 0 for the model).
+    fails raises :class:`~skyrl_gym.runtime.sql.database.QueryError` (a broken task, never a 0 for the model).
     """
-    from skyrl_gym.envs.sql.database import QueryError
     from skyrl_gym.envs.sql.scoring import SQLGrade, extract_solution, gold_result, is_ordered, results_match
+    from skyrl_gym.runtime.sql.database import QueryError
 
     if match not in MATCHES:
         raise ValueError(f"match must be one of {', '.join(MATCHES)}, got {match!r}")
@@ -205,7 +205,7 @@ def calculate_reward_single(
     The file is opened read-only (DuckDB or SQLite). A missing file or a failing gold query raises, where
     SkyRL would score 0.
     """
-    from skyrl_gym.envs.sql.database import open_database
+    from skyrl_gym.runtime.sql.database import open_database
 
     with open_database(db_file) as db:
         return grade_episode(completion, reference, db, timeout_s=float(timeout)).reward

@@ -9,8 +9,8 @@ when :func:`.templates.check_candidate` accepts it: a non-empty, non-degenerate 
 careless readings and agrees with fair ones. Those checks run many small queries, so they run on an
 in-memory SQLite copy of the instance (:class:`Mirror`, a fraction of a millisecond each); the gold query
 of every kept question then runs on the database file itself through
-:class:`~skyrl_gym.envs.sql.database.Database`, and must give the same non-degenerate result there. The
-read-only guard of :mod:`~skyrl_gym.envs.sql.safety` must accept every gold query too (the oracle runs it
+:class:`~skyrl_gym.runtime.sql.database.Database`, and must give the same non-degenerate result there. The
+read-only guard of :mod:`~skyrl_gym.runtime.sql.guard` must accept every gold query too (the oracle runs it
 as a solution); its verdict depends on the shape of a query, not on its literal values, so it runs once per
 shape. Questions are unique across the whole dataset, and gold queries unique per database.
 
@@ -289,11 +289,11 @@ class Guard:
         self._shapes: set[str] = set()
 
     def check(self, sql: str) -> None:
-        """Raise :class:`~skyrl_gym.envs.sql.database.UnsafeQuery` when the guard refuses ``sql``."""
+        """Raise :class:`~skyrl_gym.runtime.sql.database.UnsafeQuery` when the guard refuses ``sql``."""
         shape = _LITERALS.sub("?", sql)
         if shape in self._shapes:
             return
-        from skyrl_gym.envs.sql.safety import check_read_only
+        from skyrl_gym.runtime.sql.guard import check_read_only
 
         check_read_only(sql, self.dialect)
         self._shapes.add(shape)
@@ -430,8 +430,8 @@ def build_synthetic(
     checked on that engine. Rows point at ``db_root/databases/<file>`` (``db_root`` defaults to ``out_dir``;
     the cache builds in a temporary folder that is renamed afterwards). A split of size 0 builds no database.
     """
-    from skyrl_gym.envs.sql.database import close_idle_databases, open_database
     from skyrl_gym.envs.sql.prompts import build_row
+    from skyrl_gym.runtime.sql.database import close_idle_databases, open_database
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")

@@ -2,7 +2,7 @@
 
 A single-threaded child of the caller that imported the engines once, so that a worker starts in
 milliseconds (a fresh interpreter importing DuckDB takes a few hundred). It ends with the caller, and its
-workers with it. Where pidfds are missing, :class:`~.db_worker.Worker` starts each worker as a fresh
+workers with it. Where pidfds are missing, :class:`~.worker.Worker` starts each worker as a fresh
 interpreter with the same :data:`BOOT` script instead.
 
 Standard library only: the zygote imports this module without the rest of the package.
@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any
 
-from skyrl_gym.envs.sql.db_serve import serve
+from skyrl_gym.runtime.sql.serve import serve
 
 __all__ = [
     "BOOT",
@@ -34,18 +34,19 @@ __all__ = [
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-# Workers run without the package's __init__ modules (they import gymnasium and numpy): empty stand-ins for
-# the three packages let them import the worker's modules (this one, db_serve, db_values, db_frames,
-# db_folders) and the engine modules, which need only the standard library, skyrl_gym.errors and the engine.
+# Workers run without the packages' __init__ modules (skyrl_gym's imports gymnasium and numpy): empty stand-ins
+# for the three packages let them import the worker's modules (this one, serve, values, frames, folders) and
+# the engine modules, which need only the standard library, skyrl_gym.errors and the engine.
 BOOT = (
     "import sys, types\n"
     "root = sys.argv[1]\n"
-    "for name, sub in (('skyrl_gym', ''), ('skyrl_gym.envs', '/envs'), ('skyrl_gym.envs.sql', '/envs/sql')):\n"
+    "packages = (('skyrl_gym', ''), ('skyrl_gym.runtime', '/runtime'), ('skyrl_gym.runtime.sql', '/runtime/sql'))\n"
+    "for name, sub in packages:\n"
     "    module = types.ModuleType(name)\n"
     "    module.__path__ = [root + sub]\n"
     "    sys.modules[name] = module\n"
-    "from skyrl_gym.envs.sql import db_serve, db_zygote\n"
-    "db_zygote.zygote_main(int(sys.argv[2])) if len(sys.argv) > 2 else db_serve.serve()\n"
+    "from skyrl_gym.runtime.sql import serve, zygote\n"
+    "zygote.zygote_main(int(sys.argv[2])) if len(sys.argv) > 2 else serve.serve()\n"
 )
 
 
@@ -99,7 +100,7 @@ def zygote_main(control_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the workers; the caller holds pidfds
     control = socket.socket(fileno=control_fd)
-    from skyrl_gym.envs.sql import db_sqlite  # noqa: F401  (imported once, shared by every fork)
+    from skyrl_gym.runtime.sql import sqlite_engine  # noqa: F401  (imported once, shared by every fork)
 
     while True:
         try:

@@ -3,7 +3,7 @@
 :func:`fetch_rows` fetches within ``max_rows``, ``max_bytes`` and ``max_value_chars``: long strings and blobs
 keep their first characters, nested values larger than the cap become a short text of them, and a result is
 measured by the size of its pickle, which is exactly what the caller receives. Values of other types than
-the few :class:`~.db_frames.ValueUnpickler` accepts become their text.
+the few :class:`~.frames.ValueUnpickler` accepts become their text.
 
 Standard library only: the worker process imports this module without the rest of the package.
 """

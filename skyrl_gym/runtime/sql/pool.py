@@ -1,7 +1,7 @@
 """The caller's pools of query workers: per (engine, file, settings), the idle workers between queries.
 
 :data:`POOLS` keeps, for the databases open on a file, the idle workers; a query takes one, and a worker that
-has not answered :data:`~.db_base.KILL_GRACE_S` after the query's deadline is killed (a fresh one is started
+has not answered :data:`~.base.KILL_GRACE_S` after the query's deadline is killed (a fresh one is started
 for the next query). The last idle worker of a file stays :data:`WORKER_LINGER_S` seconds after the last
 database on it closed, for the next episode on the same file.
 """
@@ -17,10 +17,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from skyrl_gym.envs.sql.db_folders import sweep_stale_folders
-from skyrl_gym.envs.sql.db_frames import FRAME_SLACK
-from skyrl_gym.envs.sql.db_values import megabytes
-from skyrl_gym.envs.sql.db_worker import (
+from skyrl_gym.runtime.sql.folders import sweep_stale_folders
+from skyrl_gym.runtime.sql.frames import FRAME_SLACK
+from skyrl_gym.runtime.sql.values import megabytes
+from skyrl_gym.runtime.sql.worker import (
     Worker,
     WorkerGone,
     WorkerLate,
@@ -28,7 +28,7 @@ from skyrl_gym.envs.sql.db_worker import (
     forget_workers,
     join_reapers,
 )
-from skyrl_gym.envs.sql.db_zygote import ZYGOTE
+from skyrl_gym.runtime.sql.zygote import ZYGOTE
 
 __all__ = [
     "POOLS",
@@ -63,10 +63,10 @@ class Pool:
         """Run one request on a worker; the answer, or ``{"error": kind, "message": text}``.
 
         The worker stops the query at ``deadline`` itself; one that has not answered
-        :data:`~.db_base.KILL_GRACE_S` later is killed (kind ``timeout``), as is one whose answer would be
+        :data:`~.base.KILL_GRACE_S` later is killed (kind ``timeout``), as is one whose answer would be
         larger than the request's ``max_bytes`` (kind ``resources``).
         """
-        from skyrl_gym.envs.sql.db_base import KILL_GRACE_S
+        from skyrl_gym.runtime.sql.base import KILL_GRACE_S
 
         if self.owner_pid != os.getpid():
             raise RuntimeError(

@@ -28,7 +28,7 @@ For DuckDB, DuckDB's own parser must also see exactly one ``SELECT`` or ``EXPLAI
 allow-list is checked a second time on DuckDB's own parse tree (``json_serialize_sql``), with DuckDB's own
 rules for the scope of common table expressions, so that no difference between the two parsers can smuggle
 a table or a function through. The guard is the first line of defence only: connections are read-only, and
-SQLite's authorizer allows reading only the database's own tables (see :mod:`.db_sqlite`).
+SQLite's authorizer allows reading only the database's own tables (see :mod:`.sqlite_engine`).
 
 Verdicts are cached per (query, dialect, relations), so a query that is run again costs a dictionary lookup.
 """
@@ -48,7 +48,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
-from skyrl_gym.envs.sql.db_base import UnparsableQuery, UnsafeQuery
+from skyrl_gym.runtime.sql.base import UnparsableQuery, UnsafeQuery
 
 __all__ = [
     "ALLOWED_TABLE_FUNCTIONS",
@@ -176,7 +176,7 @@ class UnknownRelation(UnsafeQuery):
 class Relations:
     """What a query may read: one database's own tables and views (and :data:`CATALOG_RELATIONS`).
 
-    Make one with :meth:`of`; a :class:`~skyrl_gym.envs.sql.db_client.Database` makes its own
+    Make one with :meth:`of`; a :class:`~skyrl_gym.runtime.sql.client.Database` makes its own
     (``db.relations()``). Names compare as the engines compare them, without regard to case.
     """
 

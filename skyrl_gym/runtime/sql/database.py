@@ -4,9 +4,9 @@
 model goes through :meth:`Database.execute`, which
 
 - checks that it is one read-only statement that reads only this database's own tables and views
-  (:func:`skyrl_gym.envs.sql.safety.check_read_only`);
+  (:func:`skyrl_gym.runtime.sql.guard.check_read_only`);
 - optionally rewrites it from another SQL dialect with sqlglot (``transpile_from``);
-- runs it in a query worker, a child process that holds the read-only connection (:mod:`.db_worker`), with
+- runs it in a query worker, a child process that holds the read-only connection (:mod:`.worker`), with
   a deadline for the whole call: the worker interrupts the query at the deadline, and is killed if it has
   not answered :data:`KILL_GRACE_S` later (a single SQLite ``LIKE`` or DuckDB ``list_sort`` can outlive any
   interrupt); its memory is capped by the kernel;
@@ -14,9 +14,9 @@ model goes through :meth:`Database.execute`, which
   inside the worker, and says whether (and how many) rows were cut.
 
 The connections themselves refuse to write or to read anything but the database, whatever the guard lets
-through (:mod:`.db_duckdb`, :mod:`.db_sqlite`). Each worker keeps its temporary files (DuckDB's spill files)
+through (:mod:`.duckdb_engine`, :mod:`.sqlite_engine`). Each worker keeps its temporary files (DuckDB's spill files)
 in a private folder that it removes when it ends; the folders of workers that were killed are removed when
-the next database opens (:func:`~.db_folders.sweep_stale_folders`).
+the next database opens (:func:`~.folders.sweep_stale_folders`).
 
 Errors raised for a query (:class:`QueryError` and its subclasses) carry a message written for the model,
 without host paths, and a ``kind``: ``syntax``, ``schema`` (unknown table or column), ``execution``,
@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from skyrl_gym.envs.sql.db_base import (
+from skyrl_gym.runtime.sql.base import (
     DEFAULT_COUNT_LIMIT,
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
@@ -47,9 +47,9 @@ from skyrl_gym.envs.sql.db_base import (
     quote_identifier,
     transpile_query,
 )
-from skyrl_gym.envs.sql.db_client import Database, DuckDBDatabase, SQLiteDatabase
-from skyrl_gym.envs.sql.db_folders import sweep_stale_folders
-from skyrl_gym.envs.sql.db_pool import POOLS, WORKER_LINGER_S
+from skyrl_gym.runtime.sql.client import Database, DuckDBDatabase, SQLiteDatabase
+from skyrl_gym.runtime.sql.folders import sweep_stale_folders
+from skyrl_gym.runtime.sql.pool import POOLS, WORKER_LINGER_S
 
 __all__ = [
     "DATA_LAYOUTS",
@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 DUCKDB_LINGER_S = WORKER_LINGER_S
-"""The former name of :data:`~.db_pool.WORKER_LINGER_S` (it now applies to both engines)."""
+"""The former name of :data:`~.pool.WORKER_LINGER_S` (it now applies to both engines)."""
 
 DATA_LAYOUTS: dict[str, tuple[str, ...]] = {
     "synsql": ("SynSQL-2.5M/databases/{db_id}/{db_id}.sqlite",),
@@ -129,13 +129,13 @@ def open_database(
         path: a DuckDB or SQLite file.
         engine: ``"auto"`` reads the file header (``SQLite format 3`` means SQLite, DuckDB's magic means
             DuckDB); ``"duckdb"`` or ``"sqlite"`` force one.
-        duckdb_config: DuckDB settings for the query workers over :data:`~.db_duckdb.DEFAULT_CONFIG` (for
+        duckdb_config: DuckDB settings for the query workers over :data:`~.duckdb_engine.DEFAULT_CONFIG` (for
             example ``{"threads": 2, "memory_limit": "2GB"}``: each worker may use that plus
-            :data:`~.db_serve.MEMORY_SLACK_BYTES`); the safety settings cannot be overridden.
+            :data:`~.serve.MEMORY_SLACK_BYTES`); the safety settings cannot be overridden.
         sqlite_temp_store: where SQLite keeps the temporary tables of a sort or a ``GROUP BY``: ``"memory"``
             (the default: nothing on disk, but such queries cost up to 1.5-2x the CPU), or ``"file"`` (SQLite's
             own default: files in the query worker's private folder, deleted as soon as they are made; each
-            is capped at :data:`~.db_serve.TEMP_FILE_LIMIT_BYTES`).
+            is capped at :data:`~.serve.TEMP_FILE_LIMIT_BYTES`).
 
     Raises:
         FileNotFoundError: no file at ``path`` (the message names the path tried).

@@ -1,9 +1,9 @@
 """The query worker process: :func:`serve` opens one database file and answers its caller's requests.
 
-It opens the file with an :class:`~.db_base.Engine`, caps its own memory (``RLIMIT_DATA``) and file sizes,
+It opens the file with an :class:`~.base.Engine`, caps its own memory (``RLIMIT_DATA``) and file sizes,
 runs each query with a deadline (a watchdog thread interrupts the engine when it passes), fetches rows with
-:func:`~.db_values.fetch_rows`, and sends plain Python values back (:mod:`.db_frames`). It exits when the
-pipe closes or its parent ends, removing its private folder (:mod:`.db_folders`), and retires itself after
+:func:`~.values.fetch_rows`, and sends plain Python values back (:mod:`.frames`). It exits when the
+pipe closes or its parent ends, removing its private folder (:mod:`.folders`), and retires itself after
 a query that left it holding much memory or that may have changed its connection.
 
 Standard library only: the worker process imports this module (and the engine modules) without the rest of
@@ -22,9 +22,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from skyrl_gym.envs.sql.db_folders import make_private_folder
-from skyrl_gym.envs.sql.db_frames import recv_frame, send_frame
-from skyrl_gym.envs.sql.db_values import ResultTooLarge, fetch_rows, megabytes
+from skyrl_gym.runtime.sql.folders import make_private_folder
+from skyrl_gym.runtime.sql.frames import recv_frame, send_frame
+from skyrl_gym.runtime.sql.values import ResultTooLarge, fetch_rows, megabytes
 
 __all__ = [
     "MEMORY_SLACK_BYTES",
@@ -84,10 +84,10 @@ def _limit(resource_id: int, size: int) -> None:
 
 def _open_engine(request: Mapping[str, Any], folder: str) -> Any:
     if request["engine"] == "duckdb":
-        from skyrl_gym.envs.sql.db_duckdb import DuckDBEngine
+        from skyrl_gym.runtime.sql.duckdb_engine import DuckDBEngine
 
         return DuckDBEngine(request["path"], request["options"], folder)
-    from skyrl_gym.envs.sql.db_sqlite import SQLiteEngine
+    from skyrl_gym.runtime.sql.sqlite_engine import SQLiteEngine
 
     return SQLiteEngine(request["path"], request["options"], folder)
 

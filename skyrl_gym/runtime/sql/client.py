@@ -1,7 +1,7 @@
 """The caller's side of a database: :class:`Database` (queries sent to query workers) and one subclass per
 engine, :class:`DuckDBDatabase` and :class:`SQLiteDatabase`.
 
-Apart from :mod:`.db_base` (what the worker imports too) so that the worker, the guard and the engines never
+Apart from :mod:`.base` (what the worker imports too) so that the worker, the guard and the engines never
 import this module back.
 """
 
@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from skyrl_gym.envs.sql.db_base import (
+from skyrl_gym.errors import Error
+from skyrl_gym.runtime.sql.base import (
     DEFAULT_COUNT_LIMIT,
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
@@ -28,9 +29,8 @@ from skyrl_gym.envs.sql.db_base import (
     timeout_message,
     transpile_query,
 )
-from skyrl_gym.envs.sql.db_duckdb import DEFAULT_CONFIG, SAFE_CONFIG
-from skyrl_gym.envs.sql.db_pool import POOLS
-from skyrl_gym.errors import Error
+from skyrl_gym.runtime.sql.duckdb_engine import DEFAULT_CONFIG, SAFE_CONFIG
+from skyrl_gym.runtime.sql.pool import POOLS
 
 __all__ = ["Database", "DuckDBDatabase", "SQLiteDatabase"]
 
@@ -40,7 +40,7 @@ _DESCRIBE_TIMEOUT_S = 60.0
 
 
 class Database:
-    """A read-only database file. Make one with :func:`~skyrl_gym.envs.sql.database.open_database`.
+    """A read-only database file. Make one with :func:`~skyrl_gym.runtime.sql.database.open_database`.
 
     Queries run in query workers (child processes) shared by every :class:`Database` open on the same file
     with the same settings; one is started when the database opens, so that opening errors show at once.
@@ -114,7 +114,7 @@ class Database:
             "max_bytes": max_bytes,
         }
         if check:
-            from skyrl_gym.envs.sql.safety import MAX_QUERY_CHARS  # sqlglot: imported when first needed
+            from skyrl_gym.runtime.sql.guard import MAX_QUERY_CHARS  # sqlglot: imported when first needed
 
             if len(sql) > MAX_QUERY_CHARS:  # before any rewriting, which would parse it
                 raise UnsafeQuery(f"the query is {len(sql)} characters long; the limit is {MAX_QUERY_CHARS}")
@@ -160,7 +160,7 @@ class Database:
     ) -> QueryResult:
         statement = sql
         if check:
-            from skyrl_gym.envs.sql.safety import check_read_only
+            from skyrl_gym.runtime.sql.guard import check_read_only
 
             statement = check_read_only(sql, self.dialect, self.relations())
         if time.monotonic() >= deadline:
@@ -202,7 +202,7 @@ class Database:
     def relations(self) -> Any:
         """What the guard lets a query read: this database's tables and views (a ``safety.Relations``)."""
         if self._relations is None:
-            from skyrl_gym.envs.sql.safety import Relations
+            from skyrl_gym.runtime.sql.guard import Relations
 
             described = self._described()
             self._relations = Relations.of(self.dialect, described["relations"], described.get("catalog"))

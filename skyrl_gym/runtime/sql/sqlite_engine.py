@@ -8,7 +8,7 @@ other than the file ones, and reads of the tables and views listed in ``sqlite_m
 ``sqlite_master`` itself), so no ``PRAGMA``, eponymous virtual table (``pragma_*``, ``json_each``,
 ``dbstat``: making one updates ``sqlite_master``, which is denied), temporary table or write can run. Values are capped at :data:`MAX_VALUE_BYTES`, ``LIKE``/``GLOB``
 patterns at :data:`MAX_PATTERN_BYTES`; a progress handler stops a query at its deadline, and the worker is
-killed if one function call outlives it (see :mod:`.db_worker`).
+killed if one function call outlives it (see :mod:`.worker`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.sql.db_base import Engine, quote_identifier, render_table
+from skyrl_gym.runtime.sql.base import Engine, quote_identifier, render_table
 
 __all__ = ["MAX_PATTERN_BYTES", "MAX_VALUE_BYTES", "SQLiteEngine"]
 

@@ -1,14 +1,14 @@
 """What every database engine shares: results, errors and the query worker's :class:`Engine` contract.
 
-A :class:`~.db_client.Database` never runs SQL in the calling process. Each query goes to a *query worker*, a child
-process that holds the read-only connection (:mod:`.db_worker`), so that whatever a query does (a single
+A :class:`~.client.Database` never runs SQL in the calling process. Each query goes to a *query worker*, a child
+process that holds the read-only connection (:mod:`.worker`), so that whatever a query does (a single
 SQLite ``LIKE`` that runs for an hour, a DuckDB function that allocates outside DuckDB's memory limit, a
 result of gigabytes) costs the caller at most the query's timeout plus :data:`KILL_GRACE_S` and a result of
 at most ``max_bytes``: the worker stops the query at its deadline itself, and is killed if it has not
 answered :data:`KILL_GRACE_S` later; its memory is capped by the kernel (``RLIMIT_DATA``).
 
-The engines (:mod:`.db_sqlite`, :mod:`.db_duckdb`) each define an :class:`Engine` subclass (what runs inside
-the worker); the caller's side, :class:`~.db_client.Database` and its subclasses, is in :mod:`.db_client`.
+The engines (:mod:`.sqlite_engine`, :mod:`.duckdb_engine`) each define an :class:`Engine` subclass (what runs inside
+the worker); the caller's side, :class:`~.client.Database` and its subclasses, is in :mod:`.client`.
 This module imports only the standard library, because the worker imports it without the rest of the
 package.
 """
@@ -214,7 +214,7 @@ def transpile_query(sql: str, source: str, target: str) -> str:
 
 # -- the engine, inside the worker -------------------------------------------------------------------------
 class Engine:
-    """A read-only connection inside a query worker (one per worker; see :mod:`.db_serve`).
+    """A read-only connection inside a query worker (one per worker; see :mod:`.serve`).
 
     Subclasses open the file in ``__init__(path, options, private_dir)``, where ``private_dir`` is the
     worker's own temporary folder, removed when the worker ends.

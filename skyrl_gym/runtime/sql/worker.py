@@ -1,4 +1,4 @@
-"""Query workers: the child processes that run a :class:`~.db_client.Database`'s queries, seen from the caller.
+"""Query workers: the child processes that run a :class:`~.client.Database`'s queries, seen from the caller.
 
 Why a process: some queries cannot be stopped from inside the engine. A single SQLite ``LIKE``, ``GLOB``,
 ``instr``, ``replace`` or ``printf`` call runs as one virtual-machine instruction and never reaches the
@@ -9,13 +9,13 @@ limits.
 
 The parts, one module each:
 
-- :mod:`.db_frames`: the frames on the pipes and the caller's restricted unpickler;
-- :mod:`.db_serve`: the worker's main loop (open the file, cap resources, answer queries before a deadline),
-  with :mod:`.db_values` turning rows into plain values within the limits;
-- :mod:`.db_zygote`: the process that forks workers, and the boot script of every worker process;
-- :mod:`.db_folders`: the workers' private temporary folders and the sweep of dead workers' folders;
+- :mod:`.frames`: the frames on the pipes and the caller's restricted unpickler;
+- :mod:`.serve`: the worker's main loop (open the file, cap resources, answer queries before a deadline),
+  with :mod:`.values` turning rows into plain values within the limits;
+- :mod:`.zygote`: the process that forks workers, and the boot script of every worker process;
+- :mod:`.folders`: the workers' private temporary folders and the sweep of dead workers' folders;
 - this module: :class:`Worker`, the caller's handle on one worker (start, call with a deadline, stop, kill);
-- :mod:`.db_pool`: the idle workers kept per (engine, file, settings), :data:`~.db_pool.POOLS`.
+- :mod:`.pool`: the idle workers kept per (engine, file, settings), :data:`~.pool.POOLS`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from skyrl_gym.envs.sql.db_frames import HEADER, ValueUnpickler, send_frame
-from skyrl_gym.envs.sql.db_zygote import BOOT, PACKAGE_ROOT, ZYGOTE, ChildProcess
+from skyrl_gym.runtime.sql.frames import HEADER, ValueUnpickler, send_frame
+from skyrl_gym.runtime.sql.zygote import BOOT, PACKAGE_ROOT, ZYGOTE, ChildProcess
 
 __all__ = [
     "OPEN_TIMEOUT_S",

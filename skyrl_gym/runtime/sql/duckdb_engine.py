@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.sql.db_base import Engine, quote_identifier, render_table
+from skyrl_gym.runtime.sql.base import Engine, quote_identifier, render_table
 
 __all__ = ["DEFAULT_CONFIG", "SAFE_CONFIG", "DuckDBEngine"]
 
