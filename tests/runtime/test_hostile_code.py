@@ -583,8 +583,16 @@ def test_python_env_hostile_actions_are_the_models_failure(index):
             assert out["metadata"].get("end") != "error", out["metadata"]
             assert out["observations"] and out["observations"][0]["content"].strip()
             assert out["reward"] == 0.0
-        after = env.step("```python\nprint(6 * 7)\n```")
-        assert "42" in after["observations"][0]["content"]
+        # the next honest cell gets its answer: at once when the session saw the hostile cell's leftovers
+        # (stray output) before sending it, or, on a busy machine where the leftovers had not written yet, on
+        # the retry after the session reports that interpreter as crashed and replaces it (never an error)
+        for attempt in range(2):
+            after = env.step("```python\nprint(6 * 7)\n```")
+            assert after["metadata"].get("end") != "error", after["metadata"]
+            content = after["observations"][0]["content"]
+            if "42" in content:
+                break
+            assert attempt == 0 and "restarted" in content, content
     finally:
         env.close()
     assert_nothing_left()
