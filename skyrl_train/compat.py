@@ -5,7 +5,7 @@
 ``skyrl_train`` is imported, answers an old name with the very module object of its new home, imported on
 first use; ``sys.modules`` then holds it under both names, so an old import, ``isinstance`` checks and a
 patch through the old name all reach the one module, and an old name costs nothing until it is used. The
-finder is :class:`skyrl_gym.compat.MovedModules`, which answers ``skyrl_gym``'s own moved names too.
+finder is a :class:`skyrl_gym.compat.MovedModules`, the class ``skyrl_gym`` uses for its own moved names.
 """
 
 from __future__ import annotations
