@@ -320,6 +320,10 @@ class WarmupConfig(Section):
     tool call, then the answer) instead of its single reference_action()."""
     eval_after: bool = True
     """Evaluate once after the warm-up, so that the summary separates its effect from RL's."""
+    loss_reduction: LossReduction | None = None
+    """How the warm-up reduces its token losses (see ``trainer.algorithm.loss_reduction``); null: as RL does.
+    ``token_mean`` weighs each token the same, so long reference episodes (a query, then the answer) weigh
+    more than short direct answers; ``seq_mean_token_mean`` weighs each episode the same."""
 
 
 class FullyAsyncConfig(Section):

@@ -116,6 +116,8 @@ class LoopPlan:
     warmup_episode_fraction: float
     """Share of warm-up rows played with the environment's reference episode instead of its single
     reference action."""
+    warmup_loss_reduction: str
+    """How the warm-up reduces its loss (``trainer.sft_warmup.loss_reduction``, else RL's own)."""
     eval_after_warmup: bool
     """Evaluate once after the warm-up."""
     max_restarts: int
@@ -147,6 +149,7 @@ class LoopPlan:
             warmup_lr=w.lr,
             warmup_base=tr.policy.lora.full_warmup and tr.policy.lora.rank > 0,
             warmup_episode_fraction=w.episode_fraction,
+            warmup_loss_reduction=w.loss_reduction or tr.algorithm.loss_reduction,
             eval_after_warmup=w.eval_after,
             max_restarts=tr.placement.max_restarts,
         )
@@ -625,6 +628,7 @@ class Trainer:
                 params,
                 episode_fraction=loop.warmup_episode_fraction,
                 seed=tr.seed + i,
+                loss_reduction=loop.warmup_loss_reduction,
             )
             metrics["time/warmup_elapsed_s"] = time.perf_counter() - bar_start
             self.tracker.log(metrics, step=i + 1)

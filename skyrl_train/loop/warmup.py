@@ -16,8 +16,10 @@ make the mistake; and a text-to-SQL correction episode still teaches the decisio
 its ``<think>`` plan and ``<sql>`` tag are that prefix.
 
 The update is the policy worker's own clipped policy-gradient step with every advantage set to 1 and the old
-log-probs taken just before the step: at ratio 1 its gradient is exactly that of the token-mean negative
-log-likelihood of the model's tokens (observation tokens stay masked out).
+log-probs taken just before the step: at ratio 1 its gradient is exactly that of the negative log-likelihood of
+the model's tokens (observation tokens stay masked out), reduced as ``trainer.sft_warmup.loss_reduction`` says
+(by default RL's ``trainer.algorithm.loss_reduction``): with ``token_mean`` a reference episode weighs in
+proportion to its tokens, with ``seq_mean_token_mean`` every episode weighs the same.
 """
 
 from __future__ import annotations
@@ -168,9 +170,11 @@ def supervised_step(
     *,
     episode_fraction: float,
     seed: int,
+    loss_reduction: str | None = None,
 ) -> dict[str, float]:
     """One warm-up step: play the references of ``rows`` (:func:`play_references`) and take one policy step
-    on them.
+    on them, its loss reduced with ``loss_reduction`` (``None``: the policy's own, RL's; otherwise the policy
+    takes it for this step and gets its own back after).
 
     Rows whose environment gives no reference, trajectories that did not earn the full reward (a gold
     answer that fails, a cut-off turn), and the last few when a group of training processes could not split
@@ -198,7 +202,12 @@ def supervised_step(
     # separate scoring pass is needed
     batch.advantages = batch.response_mask.to(torch.float32).clone()
     batch.returns = batch.advantages.clone()
-    metrics = policy.train_batch(batch, batch.batch_size, 1)
+    previous = None if loss_reduction is None else policy.set_loss_reduction(loss_reduction)
+    try:
+        metrics = policy.train_batch(batch, batch.batch_size, 1)
+    finally:
+        if previous is not None:
+            policy.set_loss_reduction(previous)
     # The worker's own loss is the clipped surrogate, -1 at ratio 1 whatever the model: the warm-up's loss is
     # its negative log-likelihood (before the step), so that the curve shows it falling.
     nll = metrics["policy/nll"]

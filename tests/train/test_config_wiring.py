@@ -217,6 +217,7 @@ CHANGED: dict[str, Any] = {
     "trainer.algorithm.entropy_loss_coef": 0.5,
     "trainer.fully_async.num_parallel_generation_workers": 3,
     "trainer.sft_warmup.episode_fraction": 0.9,
+    "trainer.sft_warmup.loss_reduction": "seq_mean_token_mean",
     "trainer.eval_breakdown_column": "extra_info.split",
     "trainer.train_batch_size": 4,
     "trainer.policy_mini_batch_size": 1,

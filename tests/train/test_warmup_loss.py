@@ -37,3 +37,47 @@ def test_the_warmup_loss_is_the_nll_and_falls(tokenizer, tiny_model):
         assert "warmup/pg_loss" not in metrics
         losses.append(metrics["warmup/loss"])
     assert losses[-1] < losses[0], losses
+
+
+def test_the_warmup_reduces_its_loss_its_own_way_and_gives_the_policy_its_own_back(tokenizer, tiny_model):
+    """``loss_reduction`` (``trainer.sft_warmup.loss_reduction``) makes the warm-up's step exactly the step of
+    a policy whose own reduction it is, and differ from the step under the policy's own; the policy reduces
+    RL's losses its own way again afterwards."""
+    rows = [r for r in load_split("train") if r["extra_info"]["level"] == "easy"][:6]
+    params = SamplingParams(temperature=0.0, max_tokens=4096)
+
+    def step(own: str, warmup: str | None) -> tuple[PolicyWorker, dict[str, float]]:
+        policy = PolicyWorker(
+            lambda: load_model(tiny_model),
+            OptimizerConfig(lr=1e-3),
+            AlgorithmConfig(loss_reduction=own),
+            micro_batch_size=2,
+        )
+        metrics = supervised_step(
+            policy,
+            lambda e: MultiTurnGenerator(e, max_turns=2),
+            tokenizer,
+            rows,
+            params,
+            # half the rows query first: episodes of different lengths, which the reductions weigh apart
+            episode_fraction=0.5,
+            seed=0,
+            loss_reduction=warmup,
+        )
+        return policy, metrics
+
+    split, split_metrics = step("token_mean", "seq_mean_token_mean")
+    per_episode, per_episode_metrics = step("seq_mean_token_mean", None)
+    per_token, per_token_metrics = step("token_mean", None)
+
+    assert split_metrics["warmup/trajectories"] == per_token_metrics["warmup/trajectories"] == 6
+    for key in ("warmup/nll", "warmup/grad_norm"):
+        assert split_metrics[key] == pytest.approx(per_episode_metrics[key], rel=1e-5), key
+        # a random model gives every token about the same loss: the reductions differ in the fifth digit
+        assert split_metrics[key] != pytest.approx(per_token_metrics[key], rel=1e-5), key
+    for (name, a), (_, b) in zip(
+        split.model.named_parameters(), per_episode.model.named_parameters(), strict=True
+    ):
+        assert torch.allclose(a, b, atol=1e-6), name
+    assert split.loss_reduction == split.algorithm_cfg.loss_reduction == "token_mean"
+    assert per_token.loss_reduction == "token_mean"

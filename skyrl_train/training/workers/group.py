@@ -185,6 +185,10 @@ class RankedWorkers:
         """Every rank starts a fresh optimizer and schedule (keyword arguments: the worker's own)."""
         self.call("reset_optimizer", optimizer_cfg, total_steps, **kwargs)
 
+    def set_loss_reduction(self, mode: str) -> str:
+        """Every rank reduces its losses with ``mode`` from now on; the reduction it replaces."""
+        return self.call("set_loss_reduction", mode)[0]
+
     def full_state_dict(self) -> dict:
         """The unsharded weights on CPU (gathered on rank 0)."""
         return self.call("full_state_dict")[0]

@@ -156,6 +156,19 @@ class PolicyWorker(FSDPWorker):
         self.optimizer = self.scheduler = None  # the old state goes before the new optimizer is built
         super().reset_optimizer(optimizer_cfg, total_steps)
 
+    def set_loss_reduction(self, mode: str) -> str:
+        """Reduce the losses of the steps from now on with ``mode`` (one of
+        :data:`~skyrl_train.training.algorithms.reductions.LOSS_REDUCTIONS`; the supervised warm-up's own
+        reduction); the reduction it replaces."""
+        from skyrl_train.training.algorithms.reductions import LOSS_REDUCTIONS
+
+        if mode not in LOSS_REDUCTIONS:
+            raise ValueError(f"unknown loss reduction {mode!r}; one of {LOSS_REDUCTIONS}")
+        previous = self.loss_reduction
+        self.loss_reduction = mode
+        self.algorithm_cfg = self.algorithm_cfg.model_copy(update={"loss_reduction": mode})
+        return previous
+
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The plain model's weights for the inference engine: with LoRA, each adapted weight merged
         (``W0 + B @ A * alpha / rank``) and the adapters left out (see :class:`FSDPWorker`)."""
