@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from skyrl_gym.datasets.rows import read_rows, write_split
 from skyrl_gym.datasets.sql.synth.build import build_synthetic
 from skyrl_gym.envs.sql.evaluate import evaluate, format_report
+from skyrl_gym.rows import read_rows, write_split
 
 out = Path("sql_example")
 

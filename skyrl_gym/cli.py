@@ -67,7 +67,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFou
 def load_tasks(path: str) -> list[dict[str, Any]]:
     """Tasks ``{"prompt", "extras"}`` from a JSON list or JSON lines file (parquet too). A row without
     ``extras`` is a SkyRL dataset row: its columns other than ``prompt`` and ``env_class`` are the extras."""
-    from skyrl_gym.datasets.rows import read_rows
+    from skyrl_gym.rows import read_rows
 
     tasks = []
     for number, row in enumerate(read_rows(path), 1):

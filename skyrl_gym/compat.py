@@ -36,6 +36,8 @@ MOVED: dict[str, str] = {
     "skyrl_gym.envs.sql.db_values": "skyrl_gym.runtime.sql.values",
     "skyrl_gym.envs.sql.db_worker": "skyrl_gym.runtime.sql.worker",
     "skyrl_gym.envs.sql.db_zygote": "skyrl_gym.runtime.sql.zygote",
+    # the row format is the contract between the datasets that write rows and the envs and trainers that read them
+    "skyrl_gym.datasets.rows": "skyrl_gym.rows",
 }
 """Old dotted name -> new dotted name; the longest matching old prefix wins."""
 

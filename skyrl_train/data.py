@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 # One reader for every dataset file (JSONL or parquet, errors naming file:line), re-exported here.
-from skyrl_gym.datasets.rows import read_rows
+from skyrl_gym.rows import read_rows
 
 if TYPE_CHECKING:
     from skyrl_train.config import DataConfig, TrainerConfig

@@ -1,4 +1,4 @@
-"""skyrl_gym.datasets.rows: JSONL and parquet round trips, ragged nested columns, clear errors."""
+"""skyrl_gym.rows: JSONL and parquet round trips, ragged nested columns, clear errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_gym.datasets.rows import RowFormatError, read_rows, to_json_columns, write_rows, write_split
+from skyrl_gym.rows import RowFormatError, read_rows, to_json_columns, write_rows, write_split
 
 
 def _rows() -> list[dict]:

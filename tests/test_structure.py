@@ -162,12 +162,14 @@ NEVER_REACHES: dict[str, tuple[str, ...]] = {
     ),
     "skyrl_gym.runtime": ("skyrl_gym.envs", "skyrl_gym.tools", "skyrl_gym.datasets", "skyrl_train"),
     "skyrl_gym.tools": ("skyrl_gym.envs", "skyrl_gym.datasets", "skyrl_train"),
+    "skyrl_gym.envs": ("skyrl_gym.datasets", "skyrl_train"),
 }
 """Each package's rule: what it never imports, directly or through others. Rollouts and evaluations run
 through an engine and never train; training is tensors in and out; engines serve whoever calls them; only
 the loop (``skyrl_train.loop``) joins them all. In ``skyrl_gym``, the sandboxes and services that run
-untrusted work (``runtime``, the SQL query service included) know no environment, tool or dataset, and the
-tools know no environment."""
+untrusted work (``runtime``, the SQL query service included) know no environment, tool or dataset, the
+tools know no environment, and the environments only read their data: a bundled dataset is built by the
+datasets layer, which they name (``skyrl_gym.bundled``) and never import."""
 
 
 @pytest.mark.parametrize("package", sorted(NEVER_REACHES))
@@ -228,14 +230,15 @@ def test_every_old_name_is_the_very_module_of_its_new_home():
 
 
 def test_every_old_skyrl_gym_name_is_the_very_module_of_its_new_home():
-    """skyrl_gym's moved modules (the SQL query service, now ``skyrl_gym.runtime.sql``) answer under their old
-    names for one release (``skyrl_gym.compat``), through the same finder as skyrl_train's."""
+    """skyrl_gym's moved modules (the SQL query service, now ``skyrl_gym.runtime.sql``; the rows reader and
+    writer, now ``skyrl_gym.rows``) answer under their old names for one release (``skyrl_gym.compat``), through
+    the same finder as skyrl_train's."""
     import importlib
 
     from skyrl_gym.compat import MOVED, new_name
 
     modules = _modules()
-    assert len(MOVED) == 13
+    assert len(MOVED) == 14
     for old, new in MOVED.items():
         assert new in modules and old not in modules, old
         module = importlib.import_module(old)
@@ -247,6 +250,9 @@ def test_every_old_skyrl_gym_name_is_the_very_module_of_its_new_home():
 
     assert importlib.import_module("skyrl_gym.envs.sql.database").open_database is open_database
     assert importlib.import_module("skyrl_gym.envs.sql.safety").check_read_only is check_read_only
+    from skyrl_gym.rows import read_rows
+
+    assert importlib.import_module("skyrl_gym.datasets.rows").read_rows is read_rows
     assert new_name("skyrl_gym.envs.sql.env") is None and new_name("skyrl_gym.envs.sql.db_poolx") is None
 
 

@@ -18,8 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.envs.code.problems import humaneval_rows, stdio_rows
+from skyrl_gym.rows import write_split
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

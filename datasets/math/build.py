@@ -14,9 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.envs.math.multi_turn import DEFAULT_MAX_TURNS
 from skyrl_gym.envs.math.tasks import build_rows
+from skyrl_gym.rows import write_split
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

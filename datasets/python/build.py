@@ -15,8 +15,8 @@ import collections
 import sys
 from pathlib import Path
 
-from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.envs.python.tasks import DEFAULT_MAX_TURNS, TASKS, build_rows
+from skyrl_gym.rows import write_split
 
 PARQUET_JSON_COLUMNS = ("reward_spec.entry", "reward_spec.config")
 """Stored as JSON text in parquet: their fields differ from one task to the next, and a parquet column has one

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.datasets.sql import importers, realdb
 from skyrl_gym.datasets.sql.synth.build import (
     DEFAULT_SIZES,
@@ -30,6 +29,7 @@ from skyrl_gym.datasets.sql.synth.build import (
     level_counts,
 )
 from skyrl_gym.datasets.sql.synth.templates import LEVELS
+from skyrl_gym.rows import write_split
 
 
 @dataclasses.dataclass(frozen=True)

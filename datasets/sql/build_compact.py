@@ -21,10 +21,10 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.datasets.sql.heldout import build_heldout, chinook_rows, training_domain_rows
 from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
+from skyrl_gym.rows import write_split
 from skyrl_gym.runtime.sql.database import open_database
 
 LEVELS = ("easy", "medium", "hard", "extra")

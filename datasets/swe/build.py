@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from skyrl_gym.datasets.rows import write_split
 from skyrl_gym.datasets.swe.build import build, counts, oracle, read_instances, skyrl_row, write_instances
 from skyrl_gym.envs.swe.projects import PROJECTS
+from skyrl_gym.rows import write_split
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "instances.jsonl.gz"

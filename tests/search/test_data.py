@@ -21,6 +21,7 @@ import bm25s
 import pyarrow.parquet as pq
 import pytest
 
+from skyrl_gym.bundled import bundle
 from skyrl_gym.datasets.search.countries import CURRENCY_NAMES, Country, load_countries
 from skyrl_gym.datasets.search.questions import INTERSECTION_KINDS, TEMPLATES
 from skyrl_gym.datasets.search.row_format import make_prompt
@@ -393,9 +394,9 @@ def test_concurrent_builds_leave_one_complete_dataset(monkeypatch, tmp_path):
     for thread in threads:
         thread.join()
     assert results[0] == results[1] == tmp_path / "search" / results[0].name
-    assert results[0].name.startswith(f"{data.DATASET_NAME}-v") and results[0].name.endswith("-seed5")
+    assert results[0].name.startswith(f"{bundle('search').prefix}-v") and results[0].name.endswith("-seed5")
     assert sorted(p.name for p in (tmp_path / "search").iterdir()) == [results[0].name]  # no staging left
-    assert {p.name for p in results[0].iterdir()} == {"corpus.jsonl", "train.jsonl", "test.jsonl",
+    assert {p.name for p in results[0].iterdir()} == {"corpus.jsonl", "countries.jsonl", "train.jsonl", "test.jsonl",
                                                      "train.parquet", "test.parquet", "stats.json"}  # fmt: skip
 
 
@@ -405,7 +406,7 @@ def test_the_cache_folder_changes_with_any_builder_file(monkeypatch, tmp_path):
     names = {path.name for path in builder._builder_files()}
     assert {"wordnet.py", "countries.py", "corpus.py", "questions.py", "splits.py", "row_format.py", "build.py",
             "rows.py"} <= names  # fmt: skip
-    assert data.dataset_dir(3).name == f"{data.DATASET_NAME}-v{builder.generator_version()}-seed3"
+    assert data.dataset_dir(3).name == f"{builder.DATASET_NAME}-v{builder.generator_version()}-seed3"
     copies = []
     for path in builder._builder_files():
         copies.append(tmp_path / path.name)

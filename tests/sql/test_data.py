@@ -6,6 +6,7 @@ The first test that loads a split builds the dataset into ``cache_root()`` (``$S
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -18,6 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from skyrl_gym.datasets.sql.synth import build as synth_build
 from skyrl_gym.datasets.sql.synth.build import GENERATOR_VERSION
 from skyrl_gym.datasets.sql.synth.templates import LEVELS, degenerate
 from skyrl_gym.envs.sql import data
@@ -202,7 +204,9 @@ def test_a_builder_that_loses_the_race_uses_the_winners_dataset(monkeypatch, tmp
         final.mkdir(parents=True)
         (final / "test.jsonl").write_text("theirs\n")
 
-    monkeypatch.setattr(data, "_build_into", build_while_another_finishes)
+    monkeypatch.setattr(
+        synth_build, "BUNDLE", dataclasses.replace(synth_build.BUNDLE, build=build_while_another_finishes)
+    )
     assert data.ensure_dataset(5) == target
     assert (target / "test.jsonl").read_text() == "theirs\n"
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name], "no staging folder is left"
@@ -221,7 +225,7 @@ def test_staging_folders_of_killed_builds_are_removed(monkeypatch, tmp_path):
     def build(staging: Path, final: Path, seed: int) -> None:
         (staging / "test.jsonl").write_text("{}\n")
 
-    monkeypatch.setattr(data, "_build_into", build)
+    monkeypatch.setattr(synth_build, "BUNDLE", dataclasses.replace(synth_build.BUNDLE, build=build))
     data.ensure_dataset(6)
     assert not killed.exists() and running.exists() and (target / "test.jsonl").is_file()
 

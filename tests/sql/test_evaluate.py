@@ -15,8 +15,8 @@ pytest.importorskip("duckdb")
 pytest.importorskip("sqlglot")
 
 from skyrl_gym import cli  # noqa: E402
-from skyrl_gym.datasets.rows import read_rows, write_rows  # noqa: E402
 from skyrl_gym.envs.sql import evaluate  # noqa: E402
+from skyrl_gym.rows import read_rows, write_rows  # noqa: E402
 
 SHOP_SQL = """
 CREATE TABLE product (product_id INTEGER PRIMARY KEY, name TEXT, price REAL, category TEXT);

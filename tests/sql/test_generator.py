@@ -264,7 +264,7 @@ def test_sqlite_build_checks_its_gold_queries_on_sqlite(tmp_path):
 
 def test_parquet_matches_jsonl(tmp_path, small_build):
     pq = pytest.importorskip("pyarrow.parquet")
-    from skyrl_gym.datasets.rows import read_rows, write_split
+    from skyrl_gym.rows import read_rows, write_split
 
     _, rows = small_build
     jsonl, parquet = write_split(rows["dev"], tmp_path, "dev", parquet=True)

@@ -16,7 +16,6 @@ pytest.importorskip("duckdb")
 pytest.importorskip("sqlglot")
 
 import skyrl_gym  # noqa: E402
-from skyrl_gym.datasets.rows import read_rows, write_rows  # noqa: E402
 from skyrl_gym.datasets.sql.importers import (  # noqa: E402
     ImportFormatError,
     bird_question,
@@ -25,6 +24,7 @@ from skyrl_gym.datasets.sql.importers import (  # noqa: E402
     import_spider,
     spider_hardness,
 )
+from skyrl_gym.rows import read_rows, write_rows  # noqa: E402
 
 CONCERT_SQL = """
 CREATE TABLE stadium (stadium_id INTEGER PRIMARY KEY, name TEXT NOT NULL, capacity INTEGER);

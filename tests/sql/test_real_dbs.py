@@ -266,8 +266,8 @@ def test_build_command_real_test_set_scores_100_percent_with_gold_predictions(
 ):
     import runpy
 
-    from skyrl_gym.datasets.rows import read_rows
     from skyrl_gym.envs.sql import evaluate
+    from skyrl_gym.rows import read_rows
 
     build = runpy.run_path(str(Path(__file__).resolve().parents[2] / "datasets" / "sql" / "build.py"))
     out = tmp_path / "out"

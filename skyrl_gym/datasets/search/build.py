@@ -1,12 +1,15 @@
 """Build the offline search dataset: the passage corpus and the train and test question splits, in a folder.
 
 Files: ``corpus.jsonl``, ``train.jsonl``, ``test.jsonl`` (and ``train.parquet``/``test.parquet`` when pyarrow is
-installed), ``stats.json``. :func:`generator_version` hashes the builder's source files, so the bundled
-dataset's cache folder (see :func:`skyrl_gym.envs.search.data.dataset_dir`) changes whenever the builder does.
+installed), ``countries.jsonl`` (the cleaned country facts the corpus was written from, which the ``searchcode``
+environment asks its questions about), ``stats.json``. :func:`generator_version` hashes the builder's source
+files, so the bundled dataset's cache folder (:data:`BUNDLE`, which :mod:`skyrl_gym.bundled` builds as
+``"search"`` when :mod:`skyrl_gym.envs.search.data` first reads it) changes whenever the builder does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -15,25 +18,26 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.datasets.rows import write_rows, write_split
+from skyrl_gym.bundled import Bundle
 from skyrl_gym.datasets.search.corpus import build_corpus
+from skyrl_gym.datasets.search.countries import load_countries
 from skyrl_gym.datasets.search.questions import candidate_questions
 from skyrl_gym.datasets.search.row_format import make_row
 from skyrl_gym.datasets.search.splits import select_splits
+from skyrl_gym.envs.search.data import DEFAULT_SEED, SPLITS
+from skyrl_gym.rows import write_rows, write_split
 
 GENERATOR_VERSION = "1"
 DATASET_NAME = "offline-qa"
 """The folder name's prefix under ``cache_root()/search``."""
 
-SPLITS = ("train", "test")
-DEFAULT_SEED = 0
 DEFAULT_SIZES = {"train": 2000, "test": 400}
 
 
 def _builder_files() -> list[Path]:
     """The source files whose code decides the dataset's bytes: this package's and the rows writer."""
     package = Path(__file__).resolve().parent
-    return [*sorted(package.glob("*.py")), package.parent / "rows.py"]
+    return [*sorted(package.glob("*.py")), package.parents[1] / "rows.py"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,8 +71,8 @@ def build(
 ) -> dict[str, Any]:
     """Write the corpus and the QA splits into ``out_dir``; return the counts (also in ``stats.json``).
 
-    Files: ``corpus.jsonl``, ``train.jsonl``, ``test.jsonl`` (and ``train.parquet``/``test.parquet`` when
-    pyarrow is installed), ``stats.json``. Sizes default to :data:`DEFAULT_SIZES`; the same ``seed`` and
+    Files: ``corpus.jsonl``, ``countries.jsonl``, ``train.jsonl``, ``test.jsonl`` (and
+    ``train.parquet``/``test.parquet`` when pyarrow is installed), ``stats.json``. Sizes default to :data:`DEFAULT_SIZES`; the same ``seed`` and
     sizes always give the same files. Question rows have the columns ``data_source`` (``"countries"`` or
     ``"wordnet"``), ``prompt``, ``env_class`` (``"search"``), ``reward_spec`` (``{"method": "rule",
     "ground_truth": {"target": [answer, aliases...]}}``), ``extra_info`` (``split``, ``index``, ``hops``,
@@ -84,6 +88,7 @@ def build(
     out.mkdir(parents=True, exist_ok=True)
     corpus = build_corpus(full_wordnet=full_wordnet)
     write_rows(corpus, out / "corpus.jsonl")
+    write_rows([dataclasses.asdict(country) for country in load_countries()], out / "countries.jsonl")
     candidates = candidate_questions()
     drawn = select_splits(candidates, seed=int(seed), n_train=n_train, n_test=n_test)
     summary: dict[str, Any] = {
@@ -103,3 +108,12 @@ def build(
     summary["build_seconds"] = round(time.perf_counter() - started, 2)
     (out / "stats.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+BUNDLE = Bundle(
+    prefix=DATASET_NAME,
+    version=generator_version,
+    build=lambda staging, target, seed: build(staging, seed=seed),
+    done="stats.json",
+)
+"""The bundled dataset that :mod:`skyrl_gym.envs.search.data` reads (``skyrl_gym.bundled``'s ``"search"``)."""

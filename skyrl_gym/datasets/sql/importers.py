@@ -3,7 +3,7 @@
 Nothing here downloads anything: each importer reads files already on disk and returns rows in the same
 format as the bundled datasets (``data_source``, ``prompt``, ``env_class="text2sql"``, ``reward_spec``,
 ``db_id``, ``db_path``, ``data``, ``extra_info`` with ``split``, ``index``, ``level`` and ``question``), ready
-for :func:`skyrl_gym.datasets.rows.write_rows` (JSONL or parquet).
+for :func:`skyrl_gym.rows.write_rows` (JSONL or parquet).
 
 What each importer assumes of its input is written in its docstring; anything else is an error that names
 the file and what was expected. Spider and BIRD prompts are rebuilt from the SQLite database itself (schema
@@ -25,8 +25,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.datasets.rows import read_rows
 from skyrl_gym.envs.sql.prompts import build_row
+from skyrl_gym.rows import read_rows
 
 
 class ImportFormatError(ValueError):

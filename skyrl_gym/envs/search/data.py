@@ -1,11 +1,12 @@
 """The offline question-answering data of the ``search`` environment, as the environment loads it: the passage
 corpus and the QA splits of the bundled dataset.
 
-The dataset is built by :mod:`skyrl_gym.datasets.search` from WordNet and the ``countryinfo`` package (see there
-for what the corpus and the questions hold). :func:`ensure_dataset` builds the default dataset on first use (a
-few seconds) into ``cache_root()/search/<name>-v<version>-seed<seed>/``; the version carries a hash of the
-builder's source files, so a change to the builder builds a new dataset instead of reusing a stale one.
-:func:`load_corpus`, :func:`load_split` and :func:`default_task` read it.
+The dataset is built from WordNet and the ``countryinfo`` package by the datasets layer (its builder is
+``skyrl_gym.datasets.search``: see there for what the corpus and the questions hold), which this module never
+imports: :func:`ensure_dataset` asks :mod:`skyrl_gym.bundled` for the bundled dataset ``"search"``, built on
+first use (a few seconds) into ``cache_root()/search/<name>-v<version>-seed<seed>/``; the version carries a hash
+of the builder's source files, so a change to the builder builds a new dataset instead of reusing a stale one.
+:func:`load_corpus`, :func:`load_split`, :func:`load_countries` and :func:`default_task` read it.
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.bundled import bundled_dir, ensure_bundled
 from skyrl_gym.core import Task
-from skyrl_gym.datasets.search.build import DATASET_NAME, DEFAULT_SEED, SPLITS, build, generator_version
-from skyrl_gym.envs.cache import build_once, cache_root
 
 __all__ = [
-    "DATASET_NAME",
     "DEFAULT_SEED",
     "SPLITS",
     "corpus_path",
@@ -29,13 +28,18 @@ __all__ = [
     "default_task",
     "ensure_dataset",
     "load_corpus",
+    "load_countries",
     "load_split",
 ]
+
+SPLITS = ("train", "test")
+"""The question splits of the bundled dataset."""
+DEFAULT_SEED = 0
 
 
 def dataset_dir(seed: int = DEFAULT_SEED) -> Path:
     """The folder of the bundled dataset for ``seed`` (it may not be built yet)."""
-    return cache_root() / "search" / f"{DATASET_NAME}-v{generator_version()}-seed{int(seed)}"
+    return bundled_dir("search", seed)
 
 
 def ensure_dataset(seed: int = DEFAULT_SEED) -> Path:
@@ -44,7 +48,7 @@ def ensure_dataset(seed: int = DEFAULT_SEED) -> Path:
     The build goes into a temporary folder next to the final one and is renamed into place, so other
     threads and processes building at the same time never see half a dataset: the first rename wins.
     """
-    return build_once(dataset_dir(seed), lambda staging: build(staging, seed=seed), done="stats.json")
+    return ensure_bundled("search", seed)
 
 
 def corpus_path(seed: int = DEFAULT_SEED) -> Path:
@@ -66,6 +70,12 @@ def load_corpus(path: str | Path | None = None) -> list[dict[str, str]]:
 def _read_lines(path: str) -> tuple[str, ...]:
     with open(path, encoding="utf-8") as handle:
         return tuple(line for line in handle if line.strip())
+
+
+def load_countries(seed: int = DEFAULT_SEED) -> list[dict[str, Any]]:
+    """The cleaned facts of every country and territory the corpus was written from (``countries.jsonl``:
+    ``code``, ``name``, ``population``, ``area``, ``calling_codes``... as lists), built first if needed."""
+    return [json.loads(line) for line in _read_lines(str(ensure_dataset(seed) / "countries.jsonl"))]
 
 
 def load_split(split: str, seed: int = DEFAULT_SEED) -> list[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """The default task set of ``searchcode``: questions that need a lookup and a calculation, offline.
 
 Each question combines two facts from the ``search`` environment's bundled corpus (the country passages
-built from the ``countryinfo`` package, see :mod:`skyrl_gym.datasets.search`) with arithmetic: the sum of
-two international calling codes, the difference of two populations, the combined area of two countries,
-or a population density. The facts are the numbers exactly as the corpus writes them, so a model that
+built from the ``countryinfo`` package; the facts are read from the same dataset's ``countries.jsonl``) with
+arithmetic: the sum of two international calling codes, the difference of two populations, the combined area
+of two countries, or a population density. The facts are the numbers exactly as the corpus writes them, so a model that
 searches and computes gets the answer; the answer is a whole number, given as ``<solution>#### N</solution>``.
 
 A task is a SkyRL row: one user message and ``reward_spec = {"method": "rule", "ground_truth": "<N>"}``, with
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import Any
+from typing import Any, NamedTuple
 
 from skyrl_gym.core import Task
 
@@ -46,11 +46,24 @@ def _shown_area(area: float) -> int:
     return int(f"{area:.0f}")  # the corpus writes areas rounded to whole square kilometres
 
 
+class _Country(NamedTuple):
+    """The facts of one country that the questions use (a record of the search dataset's ``countries.jsonl``)."""
+
+    code: str
+    name: str
+    calling_codes: tuple[str, ...]
+    population: int | None
+    area: float | None
+
+
 @functools.lru_cache(maxsize=1)
 def _countries() -> dict[str, tuple[Any, ...]]:
-    from skyrl_gym.datasets.search.countries import load_countries
+    from skyrl_gym.envs.search.data import load_countries
 
-    countries = load_countries()
+    countries = [
+        _Country(c["code"], c["name"], tuple(c["calling_codes"]), c["population"], c["area"])
+        for c in load_countries()
+    ]
     return {
         "calling_codes": tuple(
             c for c in countries if len(c.calling_codes) == 1 and c.calling_codes[0].isdigit()

@@ -5,11 +5,12 @@
 what ``Text2SQLEnv.reset(seed=...)`` plays when it is given no task.
 
 The first call builds the whole dataset (DuckDB files and rows, about 15 s of CPU) into
-``cache_root()/sql/synthetic-v<version>-<fingerprint>-seed<seed>/`` with the question synthesiser
-(:mod:`skyrl_gym.datasets.sql.synth`). The folder name carries the synthesiser's version and a hash of its
-sources, so a change to it builds a new dataset instead of reusing a stale one. A build writes into a
-temporary folder next to the final one and renames it into place, so two processes building at once cannot
-leave a half-written dataset: the first rename wins and the other process uses its result.
+``cache_root()/sql/synthetic-v<version>-<fingerprint>-seed<seed>/``: the environment asks for the bundled
+dataset ``"sql"`` by name (:mod:`skyrl_gym.bundled`) and never imports its builder, the question synthesiser
+in the datasets layer. The folder name carries the synthesiser's version and a hash of its sources, so a
+change to it builds a new dataset instead of reusing a stale one. A build writes into a temporary folder next
+to the final one and renames it into place, so two processes building at once cannot leave a half-written
+dataset: the first rename wins and the other process uses its result.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.bundled import bundled_dir, ensure_bundled
 from skyrl_gym.core import Task
-from skyrl_gym.envs.cache import build_once, cache_root
+from skyrl_gym.envs.cache import cache_root
 
 __all__ = [
-    "DATASET_NAME",
     "SPLITS",
     "cache_root",
     "dataset_dir",
@@ -38,26 +39,9 @@ SPLITS = ("train", "dev", "test")
 DEFAULT_SEED = 0
 
 
-def _version() -> str:
-    from skyrl_gym.datasets.sql.synth import build
-
-    return f"{build.GENERATOR_VERSION}-{_fingerprint()}"
-
-
-@functools.lru_cache(maxsize=1)
-def _fingerprint() -> str:
-    from skyrl_gym.datasets.sql.synth.build import fingerprint
-
-    return fingerprint()
-
-
-DATASET_NAME = "synthetic"
-"""The folder name's prefix under ``cache_root()/sql``."""
-
-
 def dataset_dir(seed: int = DEFAULT_SEED) -> Path:
     """The folder of the bundled dataset for ``seed`` (it may not be built yet)."""
-    return cache_root() / "sql" / f"{DATASET_NAME}-v{_version()}-seed{int(seed)}"
+    return bundled_dir("sql", seed)
 
 
 def ensure_dataset(seed: int = DEFAULT_SEED) -> Path:
@@ -65,18 +49,7 @@ def ensure_dataset(seed: int = DEFAULT_SEED) -> Path:
 
     Safe against other threads and processes building the same dataset at the same time.
     """
-    target = dataset_dir(seed)
-    return build_once(target, lambda staging: _build_into(staging, target, seed), done="test.jsonl")
-
-
-def _build_into(staging: Path, target: Path, seed: int) -> None:
-    # The builder lives in the datasets layer; the rows' db_path point at the final folder, not the staging one.
-    from skyrl_gym.datasets.rows import write_split
-    from skyrl_gym.datasets.sql.synth.build import build_synthetic
-
-    rows = build_synthetic(staging, seed=seed, db_root=target)
-    for split, split_rows in rows.items():
-        write_split(split_rows, staging, split, parquet=False)
+    return ensure_bundled("sql", seed)
 
 
 def _lines(split: str, seed: int) -> tuple[Path, tuple[str, ...]]:

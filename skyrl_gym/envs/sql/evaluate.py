@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.datasets.rows import read_rows
+from skyrl_gym.rows import read_rows
 
 LEVEL_ORDER = ("easy", "medium", "hard", "extra")
 

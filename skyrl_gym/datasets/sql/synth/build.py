@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import hashlib
 import math
 import random
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.bundled import Bundle
 from skyrl_gym.datasets.sql.synth.domains import DOMAINS
 from skyrl_gym.datasets.sql.synth.schema import Domain, create_table_sql
 from skyrl_gym.datasets.sql.synth.templates import (
@@ -54,7 +56,10 @@ __all__ = [
     "SPLITS",
     "Instance",
     "Question",
+    "BUNDLE",
+    "build_bundled",
     "build_synthetic",
+    "bundled_version",
     "fingerprint",
     "level_counts",
     "plan_instances",
@@ -508,3 +513,28 @@ def build_synthetic(
 def level_counts(rows: Iterable[dict[str, Any]]) -> Counter:
     """How many rows of each level (``extra_info.level``)."""
     return Counter(row["extra_info"]["level"] for row in rows)
+
+
+def bundled_version() -> str:
+    """The bundled dataset's version: :data:`GENERATOR_VERSION` and :func:`fingerprint` (hashed once)."""
+    return f"{GENERATOR_VERSION}-{_fingerprint_once()}"
+
+
+@functools.cache
+def _fingerprint_once() -> str:
+    return fingerprint()
+
+
+def build_bundled(staging: Path, target: Path, seed: int) -> None:
+    """Build the bundled dataset for ``seed`` into ``staging``: its databases and one JSONL file per split,
+    the rows' ``db_path`` naming ``target``, where the folder is renamed once complete."""
+    from skyrl_gym.rows import write_split
+
+    rows = build_synthetic(staging, seed=seed, db_root=target)
+    for split, split_rows in rows.items():
+        write_split(split_rows, staging, split, parquet=False)
+
+
+BUNDLE = Bundle(prefix="synthetic", version=bundled_version, build=build_bundled, done="test.jsonl")
+"""The bundled dataset that :mod:`skyrl_gym.envs.sql.data` reads (``skyrl_gym.bundled``'s ``"sql"``); the split
+written last, ``test``, marks it complete."""
