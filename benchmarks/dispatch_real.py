@@ -67,7 +67,7 @@ def swe_rows(split: str, limit: int | None, env_config: dict[str, Any]) -> list[
     """Rows of the swe instances of ``split`` (at most ``limit``, taken in turn from each repository so that
     a short run covers them all), with the prompt the environment gives for its backend."""
     from skyrl_gym.envs.swe.env import SWEEnv, instance_prompt
-    from skyrl_gym.envs.swe.instance import load_split
+    from skyrl_gym.envs.swe.tasks import load_split
 
     workdir = SWEEnv(env_config)._workdir()
     by_repo: dict[str, list[Any]] = {}

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from skyrl_gym.envs.search import data
+from skyrl_gym.envs.search import tasks
 from skyrl_gym.envs.search.retrieval import (
     BM25Retriever,
     DenseRetriever,
@@ -71,9 +71,9 @@ def main() -> None:
     parser.add_argument("--dense-passages", type=int, default=500, help="0 skips dense and hybrid")
     args = parser.parse_args()
 
-    corpus = data.corpus_path()
+    corpus = tasks.corpus_path()
     passages = read_corpus(corpus)
-    queries = [r["question"] for r in data.load_split("test")][: args.queries]
+    queries = [r["question"] for r in tasks.load_split("test")][: args.queries]
     topk = args.topk
     print(f"corpus: {len(passages)} passages; {len(queries)} queries; topk={topk}")
 
@@ -120,7 +120,7 @@ def main() -> None:
     print("environment step with a search")
     import skyrl_gym
 
-    task = data.default_task(0)
+    task = tasks.default_task(0)
     extras = {**task["extras"], "max_turns": 10 * len(queries)}
     env = skyrl_gym.make("search", env_config={"topk": topk})
     env.reset(options={"prompt": task["prompt"], "extras": extras})

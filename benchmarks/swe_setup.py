@@ -48,7 +48,7 @@ WAYS = ("direct", "bwrap", "docker")
 
 def sample(split: str, per_repo: int, path: str | None) -> list[Any]:
     """The first ``per_repo`` instances of each repository in ``split`` (all splits with ``all``)."""
-    from skyrl_gym.envs.swe.instance import load_instances
+    from skyrl_gym.envs.swe.tasks import load_instances
 
     chosen: dict[str, list[Any]] = defaultdict(list)
     for instance in load_instances(path):
@@ -178,7 +178,7 @@ def in_env(instance: Any, backend: str, instances_path: str | None) -> dict[str,
 
 def worker(way: str, ids: list[str], instances_path: str | None) -> dict[str, Any]:
     """Run one way over the instances ``ids``; its per-instance records and peak memory."""
-    from skyrl_gym.envs.swe.instance import find_instance
+    from skyrl_gym.envs.swe.tasks import find_instance
 
     instances = [find_instance(i, instances_path) for i in ids]
     images: dict[str, float] = {}

@@ -76,8 +76,8 @@ class TreeMeter:
 
 
 def sql_prompts(tokenizer, n: int) -> tuple[list[dict], list[list[int]]]:
-    from skyrl_gym.envs.sql.data import load_split
     from skyrl_gym.envs.sql.prompts import build_compact_prompt
+    from skyrl_gym.envs.sql.tasks import load_split
     from skyrl_gym.runtime.sql.database import open_database
 
     rows = [r for r in load_split("train") if r["extra_info"]["level"] == "easy"][:n]

@@ -1,12 +1,17 @@
-"""Earlier import paths of moved modules, kept for one release, and the import finder that answers them.
+"""SkyRL's module paths and this project's earlier ones, answered by one import finder.
 
-:data:`MOVED` maps each old dotted name of a ``skyrl_gym`` module to its new home (the SQL query service left
-the SQL environment for :mod:`skyrl_gym.runtime.sql`: ``skyrl_gym.envs.sql.db_client`` is
-``skyrl_gym.runtime.sql.client``). :class:`MovedModules`, installed when ``skyrl_gym`` is imported, answers an
-old name with the very module object of its new home, imported on first use; ``sys.modules`` then holds it
-under both names, so an old import, ``isinstance`` checks and a patch through the old name all reach the one
-module, and an old name costs nothing until it is used. ``skyrl_train.compat`` uses the same finder for its
-own table.
+- :data:`SKYRL` maps each of SkyRL's ``skyrl_gym`` module paths whose code lives here under another name to
+  that module (``skyrl_gym.error`` is :mod:`skyrl_gym.errors`; ``skyrl_gym.envs.gsm8k.utils`` is
+  :mod:`skyrl_gym.envs.gsm8k.scoring`): kept, since ``skyrl_gym`` is a drop-in for SkyRL's.
+- :data:`MOVED` maps each earlier dotted name of a ``skyrl_gym`` module to its new home, for one release (the
+  SQL query service left the SQL environment for :mod:`skyrl_gym.runtime.sql`:
+  ``skyrl_gym.envs.sql.db_client`` is ``skyrl_gym.runtime.sql.client``; each environment's task set is its
+  ``tasks`` module: ``skyrl_gym.envs.sql.data`` is ``skyrl_gym.envs.sql.tasks``).
+
+:class:`MovedModules`, installed when ``skyrl_gym`` is imported, answers such a name with the very module object
+of its home, imported on first use; ``sys.modules`` then holds it under both names, so an import by either
+name, ``isinstance`` checks and a patch through either name all reach the one module, and a name costs nothing
+until it is used. ``skyrl_train.compat`` uses the same finder for its own table.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["MOVED", "MovedModules", "install", "new_name"]
+__all__ = ["MOVED", "SKYRL", "MovedModules", "install", "new_name"]
+
+SKYRL: dict[str, str] = {
+    "skyrl_gym.error": "skyrl_gym.errors",
+    "skyrl_gym.envs.gsm8k.utils": "skyrl_gym.envs.gsm8k.scoring",
+    "skyrl_gym.envs.aime.utils": "skyrl_gym.envs.aime.scoring",
+    "skyrl_gym.envs.lcb.livecodebench": "skyrl_gym.envs.lcb.scoring",
+}
+"""SkyRL's module path -> the module here that holds its code (kept: a drop-in for SkyRL's ``skyrl_gym``)."""
 
 MOVED: dict[str, str] = {
     # the SQL query service: skyrl_gym.runtime.sql
@@ -38,6 +51,12 @@ MOVED: dict[str, str] = {
     "skyrl_gym.envs.sql.db_zygote": "skyrl_gym.runtime.sql.zygote",
     # the row format is the contract between the datasets that write rows and the envs and trainers that read them
     "skyrl_gym.datasets.rows": "skyrl_gym.rows",
+    # every environment's task set is its tasks module
+    "skyrl_gym.envs.sql.data": "skyrl_gym.envs.sql.tasks",
+    "skyrl_gym.envs.search.data": "skyrl_gym.envs.search.tasks",
+    "skyrl_gym.envs.terminal.task": "skyrl_gym.envs.terminal.tasks",
+    "skyrl_gym.envs.code.problems": "skyrl_gym.envs.code.tasks",
+    "skyrl_gym.envs.swe.instance": "skyrl_gym.envs.swe.tasks",
 }
 """Old dotted name -> new dotted name; the longest matching old prefix wins."""
 
@@ -95,10 +114,10 @@ class MovedModules(importlib.abc.MetaPathFinder):
             sys.meta_path.insert(0, self)
 
 
-_FINDER = MovedModules("skyrl_gym.", MOVED)
+_FINDER = MovedModules("skyrl_gym.", {**SKYRL, **MOVED})
 new_name = _FINDER.new_name
 
 
 def install() -> None:
-    """Answer ``skyrl_gym``'s old names (``skyrl_gym/__init__.py`` calls it)."""
+    """Answer SkyRL's module paths and ``skyrl_gym``'s earlier ones (``skyrl_gym/__init__.py`` calls it)."""
     _FINDER.install()

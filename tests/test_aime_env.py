@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 import skyrl_gym
 from skyrl_gym.envs.aime import tasks
 from skyrl_gym.envs.aime.env import AIMEEnv
-from skyrl_gym.envs.aime.utils import (
+from skyrl_gym.envs.aime.scoring import (
     compute_score,
     last_boxed_only_string,
     normalize_final_answer,

@@ -24,14 +24,14 @@ from skyrl_gym.envs.code import (
     outputs_match,
 )
 from skyrl_gym.envs.code.humaneval import HumanEvalProblem, judge_humaneval
-from skyrl_gym.envs.code.problems import (
+from skyrl_gym.envs.code.stdio import JudgeUnavailable, StdioTest, judge_stdio
+from skyrl_gym.envs.code.tasks import (
     humaneval_rows,
     stdio_problems,
     stdio_rows,
     stdio_split,
     task_for_seed,
 )
-from skyrl_gym.envs.code.stdio import JudgeUnavailable, StdioTest, judge_stdio
 from skyrl_gym.runtime import available_backends, make_sandbox
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import adversarial_actions, episodes, text_actions

@@ -12,7 +12,7 @@ from skyrl_gym.envs.base_text_env import MissingGroundTruthError
 from skyrl_gym.envs.gsm8k import tasks
 from skyrl_gym.envs.gsm8k.env import GSM8kEnv
 from skyrl_gym.envs.gsm8k.multi_turn_env import KEEP_GOING, LAST_TURN, GSM8kMultiTurnEnv
-from skyrl_gym.envs.gsm8k.utils import compute_score, extract_solution
+from skyrl_gym.envs.gsm8k.scoring import compute_score, extract_solution
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import episodes, text_actions
 

@@ -20,8 +20,8 @@ import pytest
 import skyrl_gym
 from skyrl_gym.envs.code.humaneval import HumanEvalProblem, judge_humaneval
 from skyrl_gym.envs.code.judging import HOSTILE_PROGRAMS, PLANTED_NAMES, judge_command
-from skyrl_gym.envs.code.problems import humaneval_rows, stdio_problems
 from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio
+from skyrl_gym.envs.code.tasks import humaneval_rows, stdio_problems
 from skyrl_gym.envs.python import PythonEnv
 from skyrl_gym.runtime import available_backends, make_sandbox
 

@@ -14,7 +14,7 @@ from skyrl_gym.envs.base_text_env import MissingGroundTruthError
 from skyrl_gym.envs.code.env import shared_sandbox
 from skyrl_gym.envs.lcb import tasks
 from skyrl_gym.envs.lcb.env import LCBEnv
-from skyrl_gym.envs.lcb.livecodebench import (
+from skyrl_gym.envs.lcb.scoring import (
     LCBTests,
     build_program,
     compute_score,

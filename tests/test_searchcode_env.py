@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import MissingGroundTruthError
-from skyrl_gym.envs.search.data import load_corpus
 from skyrl_gym.envs.search.retrieval import default_corpus_path, get_retriever, serve
+from skyrl_gym.envs.search.tasks import load_corpus
 from skyrl_gym.envs.searchcode import tasks
 from skyrl_gym.envs.searchcode.env import NO_INNER_TAG, NO_TOOL_BLOCK, SearchCodeEnv
 from skyrl_gym.testing import check_env, play_episode

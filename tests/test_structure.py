@@ -231,29 +231,57 @@ def test_every_old_name_is_the_very_module_of_its_new_home():
 
 def test_every_old_skyrl_gym_name_is_the_very_module_of_its_new_home():
     """skyrl_gym's moved modules (the SQL query service, now ``skyrl_gym.runtime.sql``; the rows reader and
-    writer, now ``skyrl_gym.rows``) answer under their old names for one release (``skyrl_gym.compat``), through
-    the same finder as skyrl_train's."""
+    writer, now ``skyrl_gym.rows``; each environment's task set, now its ``tasks`` module) answer under their
+    old names for one release (``skyrl_gym.compat``), through the same finder as skyrl_train's; SkyRL's module
+    paths whose code lives under this project's names answer for good."""
     import importlib
 
-    from skyrl_gym.compat import MOVED, new_name
+    from skyrl_gym.compat import MOVED, SKYRL, new_name
 
     modules = _modules()
-    assert len(MOVED) == 14
-    for old, new in MOVED.items():
+    assert len(MOVED) == 19 and len(SKYRL) == 4
+    for old, new in {**SKYRL, **MOVED}.items():
         assert new in modules and old not in modules, old
         module = importlib.import_module(old)
         assert module is importlib.import_module(new), old
         assert module.__name__ == new and module.__spec__.name == new, old
     # what callers imported from the old homes is the same object
+    from skyrl_gym.envs.gsm8k.scoring import compute_score
+    from skyrl_gym.envs.sql.tasks import load_split
+    from skyrl_gym.errors import Error
+    from skyrl_gym.rows import read_rows
     from skyrl_gym.runtime.sql.database import open_database
     from skyrl_gym.runtime.sql.guard import check_read_only
 
     assert importlib.import_module("skyrl_gym.envs.sql.database").open_database is open_database
     assert importlib.import_module("skyrl_gym.envs.sql.safety").check_read_only is check_read_only
-    from skyrl_gym.rows import read_rows
-
     assert importlib.import_module("skyrl_gym.datasets.rows").read_rows is read_rows
+    assert importlib.import_module("skyrl_gym.envs.sql.data").load_split is load_split
+    assert importlib.import_module("skyrl_gym.error").Error is Error
+    assert importlib.import_module("skyrl_gym.envs.gsm8k.utils").compute_score is compute_score
     assert new_name("skyrl_gym.envs.sql.env") is None and new_name("skyrl_gym.envs.sql.db_poolx") is None
+
+
+def test_every_environment_names_its_parts_alike():
+    """An environment's package names its parts the same way: ``env`` (the class), ``tasks`` (its task set,
+    where it has one), ``scoring`` (its reward rules, where they are a module of their own) and ``prompts``;
+    the old names of those parts are gone from every package (they answer through ``skyrl_gym.compat``)."""
+    envs = REPO / "skyrl_gym" / "envs"
+    packages = [p for p in envs.iterdir() if (p / "__init__.py").is_file()]
+    assert len(packages) >= 12
+    for package in packages:
+        files = {p.stem for p in package.glob("*.py")}
+        assert "env" in files, package.name
+        assert not files & {
+            "data",
+            "task",
+            "problems",
+            "instance",
+            "instances",
+            "judge",
+            "reward",
+            "rewards",
+        }, package.name
 
 
 def test_a_trajectory_reaches_no_runner_and_no_dispatcher():

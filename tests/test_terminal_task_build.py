@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from skyrl_gym.envs.terminal import task as terminal_task
+from skyrl_gym.envs.terminal import tasks as terminal_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 TERMINAL = REPO / "datasets" / "terminal"
@@ -32,7 +32,7 @@ def test_the_generated_task_folders_are_the_recipe_and_match_the_kept_rows(tmp_p
     built = _tree(tmp_path / "tasks")
     assert len({name.split("/")[0] for name in built}) == 55
     # the folders in use are the recipe's, file for file, modes included
-    assert _tree(terminal_task.default_tasks_dir()) == built
+    assert _tree(terminal_tasks.default_tasks_dir()) == built
     # the dataset rows and splits kept in git are the ones the recipe gives
     for kept in ("train.jsonl", "test.jsonl", "splits/train.txt", "splits/test.txt"):
         assert (tmp_path / kept).read_bytes() == (TERMINAL / kept).read_bytes(), kept
@@ -52,10 +52,10 @@ def test_a_missing_task_set_is_built_on_first_use(tmp_path, monkeypatch):
     _build(tmp_path / "recipe")
     tasks = tmp_path / "datasets" / "terminal" / "tasks"
     monkeypatch.delenv("SKYRL_TERMINAL_TASKS", raising=False)
-    monkeypatch.setattr(terminal_task, "REPO_TASKS", tasks)
-    monkeypatch.setattr(terminal_task, "BUILD_SCRIPT", tmp_path / "datasets" / "terminal" / "build.py")
+    monkeypatch.setattr(terminal_tasks, "REPO_TASKS", tasks)
+    monkeypatch.setattr(terminal_tasks, "BUILD_SCRIPT", tmp_path / "datasets" / "terminal" / "build.py")
     assert not tasks.exists()
-    found = terminal_task.find_tasks()
+    found = terminal_tasks.find_tasks()
     assert len(found) == 55 and tasks.is_dir()
     assert _tree(tasks) == _tree(tmp_path / "recipe" / "tasks")
     # the scratch folder is gone; only the lock file is left beside the tasks

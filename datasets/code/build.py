@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from skyrl_gym.envs.code.problems import humaneval_rows, stdio_rows
+from skyrl_gym.envs.code.tasks import humaneval_rows, stdio_rows
 from skyrl_gym.rows import write_split
 
 

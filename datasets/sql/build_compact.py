@@ -1,6 +1,6 @@
 """Build a compact text-to-SQL training set for small models and CPU budgets (the main job's data).
 
-Takes rows of the bundled synthetic dataset (``skyrl_gym.envs.sql.data``; built on first use) at the chosen
+Takes rows of the bundled synthetic dataset (``skyrl_gym.envs.sql.tasks``; built on first use) at the chosen
 difficulty levels and rewrites their prompts with :func:`~skyrl_gym.envs.sql.prompts.build_compact_prompt`:
 a short system message, a one-shot example and one line per table, about 250 tokens instead of about 1,400.
 Training rows come from the synthetic train split and validation rows from its dev split, whose databases
@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 from skyrl_gym.datasets.sql.heldout import build_heldout, chinook_rows, training_domain_rows
-from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
+from skyrl_gym.envs.sql.tasks import load_split
 from skyrl_gym.rows import write_split
 from skyrl_gym.runtime.sql.database import open_database
 

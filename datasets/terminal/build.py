@@ -94,7 +94,7 @@ def write_task(root: Path, family: str, seed: int) -> str:
 
 def row(root: Path, name: str) -> dict:
     from skyrl_gym.envs.terminal.env import instruction_prompt
-    from skyrl_gym.envs.terminal.task import load_task
+    from skyrl_gym.envs.terminal.tasks import load_task
 
     task = load_task(root / name)
     return {

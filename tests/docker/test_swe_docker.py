@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from skyrl_gym.envs.swe import repos
 from skyrl_gym.envs.swe.backends import IMAGE_LABEL, ensure_image
 from skyrl_gym.envs.swe.env import SWEEnv
-from skyrl_gym.envs.swe.instance import SWEInstance
+from skyrl_gym.envs.swe.tasks import SWEInstance
 from skyrl_gym.testing import check_env
 from skyrl_gym.testing.strategies import episodes, tag_actions
 from tests.swe.common import (

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 
 import skyrl_gym
 from skyrl_gym.envs.terminal.env import TerminalEnv
-from skyrl_gym.envs.terminal.task import find_tasks, load_split, load_task
+from skyrl_gym.envs.terminal.tasks import find_tasks, load_split, load_task
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import episodes, tag_actions
 

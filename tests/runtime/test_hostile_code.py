@@ -649,7 +649,7 @@ def test_a_sandbox_that_cannot_start_is_not_the_programs_output(broken_bwrap):
 
 @pytest.mark.parametrize("env_id", ["python", "python-script", "code-humaneval", "code-stdio"])
 def test_a_sandbox_that_cannot_start_ends_the_episode_in_error(broken_bwrap, env_id):
-    from skyrl_gym.envs.code.problems import task_for_seed
+    from skyrl_gym.envs.code.tasks import task_for_seed
 
     if env_id.startswith("python"):
         config = {"sandbox": broken_bwrap, "persistent": env_id == "python", "cell_timeout_s": TIMEOUT_S}
@@ -679,7 +679,7 @@ MONSTER_PROGRAMS = {
 
 @pytest.mark.parametrize("name", sorted(MONSTER_PROGRAMS))
 def test_monster_programs_are_wrong_answers_at_a_bounded_cost(name):
-    from skyrl_gym.envs.code.problems import humaneval_rows
+    from skyrl_gym.envs.code.tasks import humaneval_rows
 
     row = humaneval_rows()[0]
     extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
@@ -776,7 +776,7 @@ HACKED_PROBLEMS = (
 @pytest.fixture(scope="module")
 def humaneval():
     from skyrl_gym.envs.code.humaneval import HumanEvalProblem
-    from skyrl_gym.envs.code.problems import humaneval_rows
+    from skyrl_gym.envs.code.tasks import humaneval_rows
 
     problems = [HumanEvalProblem.from_dict(r["reward_spec"]["ground_truth"]) for r in humaneval_rows()]
     return {p.task_id: p for p in problems}
@@ -818,7 +818,7 @@ def test_an_always_equal_object_earns_nothing_on_30_problems(bwrap, humaneval):
     "name", ["always-equal object", "patched exec and check", "forged report on every pipe"]
 )
 def test_hacks_score_zero_through_the_environment(name):
-    from skyrl_gym.envs.code.problems import humaneval_rows
+    from skyrl_gym.envs.code.tasks import humaneval_rows
 
     row = next(r for r in humaneval_rows() if r["reward_spec"]["ground_truth"]["task_id"] == "HumanEval/0")
     extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
@@ -1040,7 +1040,7 @@ def test_unprivileged_judges_and_sessions_work_and_hold():
 import json
 from skyrl_gym.runtime import PythonSession, make_sandbox
 from skyrl_gym.envs.code.humaneval import HumanEvalProblem, judge_humaneval
-from skyrl_gym.envs.code.problems import humaneval_rows
+from skyrl_gym.envs.code.tasks import humaneval_rows
 from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio
 box = make_sandbox("bwrap")
 problem = HumanEvalProblem.from_dict(humaneval_rows()[0]["reward_spec"]["ground_truth"])

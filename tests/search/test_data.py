@@ -26,7 +26,7 @@ from skyrl_gym.datasets.search.countries import CURRENCY_NAMES, Country, load_co
 from skyrl_gym.datasets.search.questions import INTERSECTION_KINDS, TEMPLATES
 from skyrl_gym.datasets.search.row_format import make_prompt
 from skyrl_gym.datasets.search.wordnet import Synset, load_wordnet, wordnet_dir
-from skyrl_gym.envs.search import data
+from skyrl_gym.envs.search import tasks
 from skyrl_gym.envs.search.scoring import normalize_answer as norm
 
 MIN_SIZES = {"train": 1000, "test": 200}
@@ -35,17 +35,17 @@ EXTRA_INFO_KEYS = {"split", "index", "hops", "kind", "question", "supporting_ids
 
 @pytest.fixture(scope="module")
 def folder() -> Path:
-    return data.ensure_dataset()
+    return tasks.ensure_dataset()
 
 
 @pytest.fixture(scope="module")
 def splits(folder: Path) -> dict[str, list[dict]]:
-    return {split: data.load_split(split) for split in data.SPLITS}
+    return {split: tasks.load_split(split) for split in tasks.SPLITS}
 
 
 @pytest.fixture(scope="module")
 def corpus(folder: Path) -> dict[str, dict]:
-    return {p["id"]: p for p in data.load_corpus()}
+    return {p["id"]: p for p in tasks.load_corpus()}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_sizes_sources_and_hops(splits, corpus):
         kinds = Counter(r["extra_info"]["kind"] for r in split_rows)
         assert set(kinds) == set(TEMPLATES), (split, set(TEMPLATES) - set(kinds))
     assert 10_000 <= len(corpus) <= 60_000
-    stats = json.loads((data.ensure_dataset() / "stats.json").read_text())
+    stats = json.loads((tasks.ensure_dataset() / "stats.json").read_text())
     assert stats["train"]["total"] == len(splits["train"]) and stats["corpus"]["total"] == len(corpus)
 
 
@@ -348,21 +348,21 @@ def test_every_question_has_exactly_one_answer(rows):
 
 # -- the API -----------------------------------------------------------------------------------------------
 def test_loaders_and_default_task(folder, splits, corpus):
-    assert data.corpus_path() == folder / "corpus.jsonl"
-    assert data.load_corpus(folder) == data.load_corpus(folder / "corpus.jsonl") == list(corpus.values())
-    first = data.load_split("test")
+    assert tasks.corpus_path() == folder / "corpus.jsonl"
+    assert tasks.load_corpus(folder) == tasks.load_corpus(folder / "corpus.jsonl") == list(corpus.values())
+    first = tasks.load_split("test")
     first[0]["question"] = "changed"
-    assert data.load_split("test")[0]["question"] == splits["test"][0]["question"]
+    assert tasks.load_split("test")[0]["question"] == splits["test"][0]["question"]
     with pytest.raises(ValueError, match="train, test"):
-        data.load_split("dev")
+        tasks.load_split("dev")
     with pytest.raises(FileNotFoundError, match="build.py"):
-        data.load_corpus(folder / "missing.jsonl")
-    task = data.default_task(3)
-    assert task == data.default_task(3)
+        tasks.load_corpus(folder / "missing.jsonl")
+    task = tasks.default_task(3)
+    assert task == tasks.default_task(3)
     assert set(task["extras"]) == {"data_source", "reward_spec", "extra_info", "question", "max_turns"}
     assert task["prompt"] == make_prompt(task["extras"]["question"])
     assert task["extras"]["extra_info"]["split"] == "test"
-    assert len({data.default_task(seed)["extras"]["question"] for seed in range(20)}) > 10
+    assert len({tasks.default_task(seed)["extras"]["question"] for seed in range(20)}) > 10
 
 
 def test_missing_wordnet_names_the_package(monkeypatch, tmp_path):
@@ -388,7 +388,7 @@ def test_countries_are_cleaned():
 def test_concurrent_builds_leave_one_complete_dataset(monkeypatch, tmp_path):
     monkeypatch.setenv("SKYRL_GYM_CACHE", str(tmp_path))
     results: list[Path] = []
-    threads = [threading.Thread(target=lambda: results.append(data.ensure_dataset(5))) for _ in range(2)]
+    threads = [threading.Thread(target=lambda: results.append(tasks.ensure_dataset(5))) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -406,7 +406,7 @@ def test_the_cache_folder_changes_with_any_builder_file(monkeypatch, tmp_path):
     names = {path.name for path in builder._builder_files()}
     assert {"wordnet.py", "countries.py", "corpus.py", "questions.py", "splits.py", "row_format.py", "build.py",
             "rows.py"} <= names  # fmt: skip
-    assert data.dataset_dir(3).name == f"{builder.DATASET_NAME}-v{builder.generator_version()}-seed3"
+    assert tasks.dataset_dir(3).name == f"{builder.DATASET_NAME}-v{builder.generator_version()}-seed3"
     copies = []
     for path in builder._builder_files():
         copies.append(tmp_path / path.name)

@@ -22,7 +22,7 @@ import pytest
 from skyrl_gym.datasets.sql.synth import build as synth_build
 from skyrl_gym.datasets.sql.synth.build import GENERATOR_VERSION
 from skyrl_gym.datasets.sql.synth.templates import LEVELS, degenerate
-from skyrl_gym.envs.sql import data
+from skyrl_gym.envs.sql import tasks
 from skyrl_gym.envs.sql.prompts import ENV_CLASS, SYSTEM_PROMPT, build_prompt, build_row
 from skyrl_gym.runtime.sql.database import open_database
 
@@ -31,7 +31,7 @@ MIN_SIZES = {"train": 2000, "dev": 200, "test": 300}
 
 @pytest.fixture(scope="module")
 def splits() -> dict[str, list[dict]]:
-    return {split: data.load_split(split) for split in data.SPLITS}
+    return {split: tasks.load_split(split) for split in tasks.SPLITS}
 
 
 def run_all(rows: list[dict]) -> None:
@@ -106,17 +106,17 @@ def test_prompts_hold_protocol_schema_rows_and_question(splits):
 
 
 def test_load_split_is_deterministic_and_returns_fresh_rows(splits):
-    again = data.load_split("test")
+    again = tasks.load_split("test")
     assert again == splits["test"]
     again[0]["reward_spec"]["ground_truth"] = "SELECT 1"
-    assert data.load_split("test")[0] == splits["test"][0]
+    assert tasks.load_split("test")[0] == splits["test"][0]
     with pytest.raises(ValueError, match="unknown split 'validation'"):
-        data.load_split("validation")
+        tasks.load_split("validation")
 
 
 def test_default_task_is_a_test_row_fixed_by_the_seed(splits):
-    task = data.default_task(7)
-    assert task == data.default_task(7)
+    task = tasks.default_task(7)
+    assert task == tasks.default_task(7)
     assert set(task) == {"prompt", "extras"}
     extras = task["extras"]
     assert "env_class" not in extras and "prompt" not in extras and "max_turns" not in extras
@@ -124,9 +124,9 @@ def test_default_task_is_a_test_row_fixed_by_the_seed(splits):
     assert extras["extra_info"]["split"] == "test"
     row = splits["test"][extras["extra_info"]["index"]]
     assert task["prompt"] == row["prompt"]
-    picked = {data.default_task(seed)["extras"]["extra_info"]["index"] for seed in range(40)}
+    picked = {tasks.default_task(seed)["extras"]["extra_info"]["index"] for seed in range(40)}
     assert len(picked) > 30
-    assert data.default_task(None)["extras"]["extra_info"]["split"] == "test"
+    assert tasks.default_task(None)["extras"]["extra_info"]["split"] == "test"
 
 
 # -- prompts -----------------------------------------------------------------------------------------------
@@ -185,19 +185,19 @@ def test_build_prompt_and_row_on_a_small_database(tmp_path, engine):
 # -- the cache ---------------------------------------------------------------------------------------------
 def test_cache_root_and_versioned_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("SKYRL_GYM_CACHE", str(tmp_path / "cache"))
-    assert data.cache_root() == tmp_path / "cache"
-    folder = data.dataset_dir(0)
+    assert tasks.cache_root() == tmp_path / "cache"
+    folder = tasks.dataset_dir(0)
     assert folder.parent == tmp_path / "cache" / "sql" and f"v{GENERATOR_VERSION}" in folder.name
     monkeypatch.setattr("skyrl_gym.datasets.sql.synth.build.GENERATOR_VERSION", "999")
-    assert data.dataset_dir(0) != folder and "v999" in data.dataset_dir(0).name
+    assert tasks.dataset_dir(0) != folder and "v999" in tasks.dataset_dir(0).name
     monkeypatch.delenv("SKYRL_GYM_CACHE")
-    assert data.cache_root() == Path.home() / ".cache" / "skyrl_gym"
+    assert tasks.cache_root() == Path.home() / ".cache" / "skyrl_gym"
 
 
 def test_a_builder_that_loses_the_race_uses_the_winners_dataset(monkeypatch, tmp_path):
     """Another process renames its finished dataset into place first: ours is dropped, theirs is used."""
     monkeypatch.setenv("SKYRL_GYM_CACHE", str(tmp_path))
-    target = data.dataset_dir(5)
+    target = tasks.dataset_dir(5)
 
     def build_while_another_finishes(staging: Path, final: Path, seed: int) -> None:
         (staging / "test.jsonl").write_text("ours\n")
@@ -207,15 +207,15 @@ def test_a_builder_that_loses_the_race_uses_the_winners_dataset(monkeypatch, tmp
     monkeypatch.setattr(
         synth_build, "BUNDLE", dataclasses.replace(synth_build.BUNDLE, build=build_while_another_finishes)
     )
-    assert data.ensure_dataset(5) == target
+    assert tasks.ensure_dataset(5) == target
     assert (target / "test.jsonl").read_text() == "theirs\n"
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name], "no staging folder is left"
-    assert data.ensure_dataset(5) == target  # built already: nothing to do
+    assert tasks.ensure_dataset(5) == target  # built already: nothing to do
 
 
 def test_staging_folders_of_killed_builds_are_removed(monkeypatch, tmp_path):
     monkeypatch.setenv("SKYRL_GYM_CACHE", str(tmp_path))
-    target = data.dataset_dir(6)
+    target = tasks.dataset_dir(6)
     target.parent.mkdir(parents=True)
     killed, running = target.parent / f".{target.name}-killed", target.parent / f".{target.name}-running"
     killed.mkdir()
@@ -226,7 +226,7 @@ def test_staging_folders_of_killed_builds_are_removed(monkeypatch, tmp_path):
         (staging / "test.jsonl").write_text("{}\n")
 
     monkeypatch.setattr(synth_build, "BUNDLE", dataclasses.replace(synth_build.BUNDLE, build=build))
-    data.ensure_dataset(6)
+    tasks.ensure_dataset(6)
     assert not killed.exists() and running.exists() and (target / "test.jsonl").is_file()
 
 
@@ -238,8 +238,8 @@ def test_two_processes_building_at_once_leave_one_complete_dataset(tmp_path):
         from skyrl_gym.datasets.sql.synth import build
         build.INSTANCES_PER_SPLIT.update(train=1, dev=1, test=1)
         build.DEFAULT_SIZES.update(train=16, dev=8, test=8)
-        from skyrl_gym.envs.sql import data
-        rows = data.load_split("test")
+        from skyrl_gym.envs.sql import tasks
+        rows = tasks.load_split("test")
         print(json.dumps([r["reward_spec"]["ground_truth"] for r in rows]))
         """
     )

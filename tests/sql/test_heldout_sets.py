@@ -18,7 +18,7 @@ from skyrl_gym.datasets.sql.heldout import (  # noqa: E402
     training_domain_rows,
 )
 from skyrl_gym.datasets.sql.synth.build import plan_instances  # noqa: E402
-from skyrl_gym.envs.sql.data import load_split  # noqa: E402
+from skyrl_gym.envs.sql.tasks import load_split  # noqa: E402
 from skyrl_gym.runtime.sql.database import open_database  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

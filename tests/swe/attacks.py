@@ -17,7 +17,7 @@ from pathlib import Path
 
 from skyrl_gym.envs.swe.backends import source_dirs
 from skyrl_gym.envs.swe.env import SWEEnv
-from skyrl_gym.envs.swe.instance import SWEInstance
+from skyrl_gym.envs.swe.tasks import SWEInstance
 from tests.swe.common import INSTANCES, extras, play
 
 

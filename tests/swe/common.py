@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import skyrl_gym
 from skyrl_gym.envs.swe.env import SWEEnv
-from skyrl_gym.envs.swe.instance import SWEInstance, load_instances
+from skyrl_gym.envs.swe.tasks import SWEInstance, load_instances
 from skyrl_gym.testing import play_episode
 
 PER_REPO = 2

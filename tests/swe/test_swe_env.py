@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import skyrl_gym
 from skyrl_gym.envs.swe.backends import BackendSettings, make_backend
 from skyrl_gym.envs.swe.env import SWEEnv
-from skyrl_gym.envs.swe.instance import SWEInstance, image_for, load_split
+from skyrl_gym.envs.swe.tasks import SWEInstance, image_for, load_split
 from skyrl_gym.testing import check_env
 from skyrl_gym.testing.strategies import episodes, tag_actions
 from tests.swe.common import (

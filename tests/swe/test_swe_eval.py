@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from skyrl_gym.envs.swe.env import SWEEnv
-from skyrl_gym.envs.swe.instance import load_split
+from skyrl_gym.envs.swe.tasks import load_split
 from skyrl_train.cli import main
 from skyrl_train.rollout.react import render_tool_call
 

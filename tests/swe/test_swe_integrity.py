@@ -222,7 +222,7 @@ def test_clean_runner_ignores_what_the_repository_plants(tmp_path):
 
 
 def test_a_rows_own_source_dirs_decide_what_is_applied():
-    from skyrl_gym.envs.swe.instance import SWEInstance
+    from skyrl_gym.envs.swe.tasks import SWEInstance
 
     row = {**INSTANCE.row, "source_dirs": ["tinydb/storages.py"]}
     instance = SWEInstance.from_row(row)

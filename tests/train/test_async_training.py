@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import skyrl_gym
-from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.env import Text2SQLEnv
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
+from skyrl_gym.envs.sql.tasks import load_split
 from skyrl_gym.runtime.sql.database import open_database
 from skyrl_train.config import ConfigError, load_config
 from skyrl_train.config.schema import AlgorithmConfig, OffPolicyCorrectionConfig

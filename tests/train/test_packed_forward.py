@@ -243,8 +243,8 @@ def test_on_policy_step_runs_one_forward_per_micro_batch(tiny_factory, tokenizer
 
 @pytest.fixture(scope="module")
 def sql_rows(tmp_path_factory):
-    from skyrl_gym.envs.sql.data import load_split
     from skyrl_gym.envs.sql.prompts import build_compact_prompt
+    from skyrl_gym.envs.sql.tasks import load_split
     from skyrl_gym.runtime.sql.database import open_database
 
     out = tmp_path_factory.mktemp("sql_rows") / "train.jsonl"

@@ -153,8 +153,8 @@ def test_each_stage_appends_its_per_question_outcomes(evaluated, rows):
 def test_a_run_evaluates_its_sets_at_each_stage_and_writes_the_report(tiny_model, rows, tmp_path, capsys):
     pytest.importorskip("torch")
 
-    from skyrl_gym.envs.sql.data import load_split
     from skyrl_gym.envs.sql.prompts import build_compact_prompt
+    from skyrl_gym.envs.sql.tasks import load_split
     from skyrl_gym.runtime.sql.database import open_database
     from skyrl_train.cli import main
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from skyrl_gym.envs.code.problems import humaneval_rows
+from skyrl_gym.envs.code.tasks import humaneval_rows
 from skyrl_gym.envs.python.tasks import build_rows as python_rows
-from skyrl_gym.envs.search.data import load_split
+from skyrl_gym.envs.search.tasks import load_split
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine
 from skyrl_train.rollout import MultiTurnGenerator
 

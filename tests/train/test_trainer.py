@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from skyrl_gym.envs.sql.data import load_split
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
+from skyrl_gym.envs.sql.tasks import load_split
 from skyrl_gym.runtime.sql.database import open_database
 from skyrl_train.config import ConfigError, load_config
 from skyrl_train.loop.trainer import Trainer, pass_at_k

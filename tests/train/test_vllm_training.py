@@ -16,8 +16,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # a
 
 torch = pytest.importorskip("torch")
 
-from skyrl_gym.envs.sql.data import load_split  # noqa: E402
 from skyrl_gym.envs.sql.prompts import build_compact_prompt  # noqa: E402
+from skyrl_gym.envs.sql.tasks import load_split  # noqa: E402
 from skyrl_gym.runtime.sql.database import open_database  # noqa: E402
 from skyrl_train.config import load_config  # noqa: E402
 from skyrl_train.inference.weight_sync import gate  # noqa: E402

@@ -13,7 +13,7 @@ import skyrl_gym  # noqa: E402
 from skyrl_gym.core import Misstep  # noqa: E402
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput  # noqa: E402
 from skyrl_gym.envs.math.tasks import build_rows  # noqa: E402
-from skyrl_gym.envs.sql.data import load_split  # noqa: E402
+from skyrl_gym.envs.sql.tasks import load_split  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
 from skyrl_train.inference.scripted import SamplingParams, ScriptedEngine  # noqa: E402
 from skyrl_train.loop.warmup import play_references, reference_episodes, scripted_turns, supervised_step  # noqa: E402

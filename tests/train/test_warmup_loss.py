@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from skyrl_gym.envs.sql.data import load_split  # noqa: E402
+from skyrl_gym.envs.sql.tasks import load_split  # noqa: E402
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
 from skyrl_train.inference.scripted import SamplingParams  # noqa: E402
 from skyrl_train.loop.warmup import supervised_step  # noqa: E402

@@ -8,7 +8,7 @@ Everything is built offline from two sources that install as ordinary packages:
 - :mod:`.questions` makes the candidate questions, and :mod:`.splits` draws the train and test splits from
   them; :mod:`.row_format` writes a question as a row in SkyRL's format;
 - :mod:`.build` writes the corpus and the splits into a folder (``datasets/search/build.py`` is its command
-  line; :func:`skyrl_gym.envs.search.data.ensure_dataset` runs it on first use).
+  line; :func:`skyrl_gym.envs.search.tasks.ensure_dataset` runs it on first use).
 
 Every answer needs retrieval: the question never contains an answer, exactly one entity satisfies it, and its
 ``extra_info["supporting_ids"]`` name the passages that hold the answer chain (one for single-hop questions,

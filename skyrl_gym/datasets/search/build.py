@@ -4,7 +4,7 @@ Files: ``corpus.jsonl``, ``train.jsonl``, ``test.jsonl`` (and ``train.parquet``/
 installed), ``countries.jsonl`` (the cleaned country facts the corpus was written from, which the ``searchcode``
 environment asks its questions about), ``stats.json``. :func:`generator_version` hashes the builder's source
 files, so the bundled dataset's cache folder (:data:`BUNDLE`, which :mod:`skyrl_gym.bundled` builds as
-``"search"`` when :mod:`skyrl_gym.envs.search.data` first reads it) changes whenever the builder does.
+``"search"`` when :mod:`skyrl_gym.envs.search.tasks` first reads it) changes whenever the builder does.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from skyrl_gym.datasets.search.countries import load_countries
 from skyrl_gym.datasets.search.questions import candidate_questions
 from skyrl_gym.datasets.search.row_format import make_row
 from skyrl_gym.datasets.search.splits import select_splits
-from skyrl_gym.envs.search.data import DEFAULT_SEED, SPLITS
+from skyrl_gym.envs.search.tasks import DEFAULT_SEED, SPLITS
 from skyrl_gym.rows import write_rows, write_split
 
 GENERATOR_VERSION = "1"
@@ -116,4 +116,4 @@ BUNDLE = Bundle(
     build=lambda staging, target, seed: build(staging, seed=seed),
     done="stats.json",
 )
-"""The bundled dataset that :mod:`skyrl_gym.envs.search.data` reads (``skyrl_gym.bundled``'s ``"search"``)."""
+"""The bundled dataset that :mod:`skyrl_gym.envs.search.tasks` reads (``skyrl_gym.bundled``'s ``"search"``)."""

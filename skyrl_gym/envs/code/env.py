@@ -41,8 +41,8 @@ from skyrl_gym.envs.base_text_env import (
 from skyrl_gym.envs.code.extraction import extract_program
 from skyrl_gym.envs.code.humaneval import HumanEvalJudgement, HumanEvalProblem, judge_humaneval
 from skyrl_gym.envs.code.judging import HOSTILE_PROGRAMS
-from skyrl_gym.envs.code.problems import HUMANEVAL, STDIO, StdioProblem, task_for_seed
 from skyrl_gym.envs.code.stdio import StdioJudgement, judge_stdio
+from skyrl_gym.envs.code.tasks import HUMANEVAL, STDIO, StdioProblem, task_for_seed
 
 __all__ = ["CodeConfig", "CodeEnv", "shared_sandbox"]
 

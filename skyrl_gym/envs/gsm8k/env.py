@@ -1,7 +1,7 @@
 """``GSM8kEnv`` (SkyRL's ``gsm8k``): one grade-school word problem, one answer, SkyRL's strict rule.
 
 The model ends its answer with ``#### N``. The reward is 1.0 when the number after the first ``"#### "``
-equals the ground truth as text (see :mod:`.utils`), else 0.0; the episode is one turn and there is no
+equals the ground truth as text (see :mod:`.scoring`), else 0.0; the episode is one turn and there is no
 observation. ``env_config.method = "flexible"`` reads the last number in the text instead.
 
 The ground truth is the dataset row's ``extras["reward_spec"]["ground_truth"]``; a row without it is refused
@@ -23,7 +23,7 @@ from skyrl_gym.envs.base_text_env import (
     env_config_values,
     task_ground_truth,
 )
-from skyrl_gym.envs.gsm8k import tasks, utils
+from skyrl_gym.envs.gsm8k import scoring, tasks
 
 __all__ = ["GSM8kConfig", "GSM8kEnv"]
 
@@ -40,7 +40,7 @@ class GSM8kConfig:
     """What ``reset(seed=...)`` draws: ``"auto"``, ``"gsm_symbolic"`` or ``"procedural"`` (see :mod:`.tasks`)."""
 
     def __post_init__(self) -> None:
-        if self.method not in utils.METHODS:
+        if self.method not in scoring.METHODS:
             raise ValueError(f"env_config.method must be 'strict' or 'flexible', got {self.method!r}")
         if self.tasks not in tasks.TASK_SOURCES:
             raise ValueError(
@@ -90,12 +90,12 @@ class GSM8kEnv(BaseTextEnv):
         return prompt, {}
 
     def _get_reward(self, action: str) -> float:
-        return utils.compute_score(action, self.ground_truth, method=self.config.method)
+        return scoring.compute_score(action, self.ground_truth, method=self.config.method)
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         self._require_task()
         self.turns += 1
-        self.last_answer = utils.extract_solution(action, method=self.config.method)
+        self.last_answer = scoring.extract_solution(action, method=self.config.method)
         reward = self._get_reward(action)
         return BaseTextEnvStepOutput(
             observations=[],

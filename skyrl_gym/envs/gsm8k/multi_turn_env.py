@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from skyrl_gym.budget import END_TRUNCATED
 from skyrl_gym.envs.base_text_env import BaseTextEnvStepOutput, positive_int
-from skyrl_gym.envs.gsm8k import utils
+from skyrl_gym.envs.gsm8k import scoring
 from skyrl_gym.envs.gsm8k.env import GSM8kConfig, GSM8kEnv
 
 __all__ = ["GSM8kMultiTurnConfig", "GSM8kMultiTurnEnv", "KEEP_GOING", "LAST_TURN"]
@@ -82,8 +82,8 @@ class GSM8kMultiTurnEnv(GSM8kEnv):
     def step(self, action: str) -> BaseTextEnvStepOutput:
         self._require_task()
         self.turns += 1
-        self.last_answer = utils.extract_solution(action, method=self.config.method)
-        reward = utils.compute_score(
+        self.last_answer = scoring.extract_solution(action, method=self.config.method)
+        reward = scoring.compute_score(
             action,
             self.ground_truth,
             method=self.config.method,

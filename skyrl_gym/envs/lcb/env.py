@@ -2,7 +2,7 @@
 
 The model answers with its program in a fenced code block; the program runs on every test of the row (a JSON
 list of stdin/stdout or functional tests, SkyRL's ground truth) with SkyRL's extraction and comparison rules
-(see :mod:`.livecodebench`). Reward 1.0 when every test passes, else 0.0; the episode is one turn without an
+(see :mod:`.scoring`). Reward 1.0 when every test passes, else 0.0; the episode is one turn without an
 observation. Metadata: SkyRL's ``parsed_code`` (``None`` without a code block), plus the ``verdict``
 (``accepted``, ``no_code`` or the first failed test's), ``tests_passed``/``tests_total`` and the ``sandbox``
 backend. A sandbox that cannot run the judge raises, so the episode ends in error, not as a wrong answer.
@@ -27,7 +27,7 @@ from skyrl_gym.envs.base_text_env import (
 )
 from skyrl_gym.envs.code.env import shared_sandbox
 from skyrl_gym.envs.code.judging import HOSTILE_PROGRAMS
-from skyrl_gym.envs.lcb import livecodebench, tasks
+from skyrl_gym.envs.lcb import scoring, tasks
 
 __all__ = ["LCBConfig", "LCBEnv"]
 
@@ -38,7 +38,7 @@ class LCBConfig:
 
     sandbox: str = "auto"
     """The sandbox backend: ``"auto"`` (the strongest available), ``"bwrap"`` or ``"process"``."""
-    time_limit_s: float = livecodebench.DEFAULT_TIME_LIMIT_S
+    time_limit_s: float = scoring.DEFAULT_TIME_LIMIT_S
     """Wall-clock seconds each test may run (SkyRL's 6)."""
     memory_mb: int = 512
     """Memory limit of the program under test."""
@@ -71,7 +71,7 @@ class LCBConfig:
 class LCBEnv(BaseTextEnv):
     """SkyRL's LiveCodeBench environment (constructor: ``LCBEnv(env_config=None, extras=None)``).
 
-    ``tests`` holds the row's tests (:class:`~skyrl_gym.envs.lcb.livecodebench.LCBTests`), read and checked
+    ``tests`` holds the row's tests (:class:`~skyrl_gym.envs.lcb.scoring.LCBTests`), read and checked
     when the environment is made: malformed tests are a ``ValueError`` then, not a failure at the first step.
     """
 
@@ -94,7 +94,7 @@ class LCBEnv(BaseTextEnv):
         super().__init__(env_config, extras)
         self.config = LCBConfig.from_env_config(env_config)
         ground_truth = task_ground_truth(extras, "LCBEnv")
-        self.tests = None if ground_truth is None else livecodebench.LCBTests.parse(ground_truth)
+        self.tests = None if ground_truth is None else scoring.LCBTests.parse(ground_truth)
         self.max_turns = 1
         self.solved = False
 
@@ -112,7 +112,7 @@ class LCBEnv(BaseTextEnv):
         return "```python\n" + solution.strip("\n") + "\n```"
 
     # -- the episode ----------------------------------------------------------------------------------
-    def _require_task(self) -> livecodebench.LCBTests:
+    def _require_task(self) -> scoring.LCBTests:
         if self.tests is None:
             raise ValueError(
                 "LCBEnv needs tests: make it with extras={'reward_spec': {'method': 'rule', 'ground_truth': "
@@ -128,13 +128,13 @@ class LCBEnv(BaseTextEnv):
     def step(self, action: str) -> BaseTextEnvStepOutput:
         tests = self._require_task()
         self.turns += 1
-        code = livecodebench.extract_code_from_model(action)
+        code = scoring.extract_code_from_model(action)
         metadata: dict[str, Any] = {"parsed_code": code, "tests_total": len(tests)}
         if code is None:
             metadata.update(verdict="no_code", tests_passed=0)
             return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata=metadata)
         config = self.config
-        judgement = livecodebench.judge(
+        judgement = scoring.judge(
             shared_sandbox(config.sandbox),
             code,
             tests,

@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from skyrl_gym.core import Task
-from skyrl_gym.envs.code.problems import StdioProblem, stdio_problems, stdio_split
+from skyrl_gym.envs.code.tasks import StdioProblem, stdio_problems, stdio_split
 
 __all__ = ["FORMAT_INSTRUCTION", "lcb_problems", "make_prompt", "row_for", "task_for_seed"]
 

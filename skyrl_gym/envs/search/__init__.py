@@ -6,7 +6,7 @@
 - :mod:`.scoring`: exact match and F1 after Search-R1's answer normalisation; :mod:`.utils`: the same
   under SkyRL's names (``extract_solution``, ``em_check``, ``compute_score``);
 - :mod:`.retrieval`: BM25, dense, hybrid and remote retrievers, and a Search-R1-compatible server;
-- :mod:`.data`: loading the bundled corpus and question sets (built by :mod:`skyrl_gym.datasets.search`).
+- :mod:`.tasks`: loading the bundled corpus and question sets (built by the datasets layer, ``skyrl_gym.datasets.search``).
 
 Importing this package imports neither bm25s nor numpy nor sentence-transformers.
 """

@@ -22,7 +22,7 @@ the best token F1 instead. When ``max_turns`` turns pass without an answer the e
 Retrieval runs locally over a JSONL corpus (BM25 by default; dense or hybrid on request) or through a
 SkyRL / Search-R1 retrieval server (``search_url``). A task is a SkyRL dataset row:
 ``extras["reward_spec"]["ground_truth"] = {"target": [answers...]}``. Made without a task,
-``reset(seed=...)`` draws a question from the bundled set (:mod:`.data`).
+``reset(seed=...)`` draws a question from the bundled set (:mod:`.tasks`).
 
 Settings that keep this project's other behaviours (see :class:`SearchConfig`): ``on_search_error="error"``
 ends the episode as an error when the retriever fails, ``invalid_action="explain"`` tells the model what was
@@ -289,9 +289,9 @@ class SearchEnv(BaseTextEnv):
     # -- tasks ------------------------------------------------------------------------------------------------
     def sample_task(self, seed: int | None = None) -> Task:
         """A question of the bundled test set, the same one for the same seed."""
-        from skyrl_gym.envs.search import data
+        from skyrl_gym.envs.search import tasks
 
-        return data.default_task(seed)
+        return tasks.default_task(seed)
 
     def reference_action(self) -> str | None:
         """The first target as the answer; it always earns 1.0."""

@@ -11,7 +11,7 @@ Protocol, SkyRL's byte for byte:
   registered tool group.``;
 - the episode ends on a turn holding ``<solution>`` and ``</solution>`` (no tool runs then) or after
   ``max_turns`` turns (``extras["max_turns"]``, else ``env_config.max_turns``: 2, SkyRL's default). Only then
-  is there a reward: the GSM8K strict score (:mod:`skyrl_gym.envs.gsm8k.utils`) of the whole conversation so
+  is there a reward: the GSM8K strict score (:mod:`skyrl_gym.envs.gsm8k.scoring`) of the whole conversation so
   far, the model's turns and the observations joined by newlines: 1.0 when the first ``#### N`` in it equals
   the ground truth, else 0.0. An end by ``max_turns`` without a solution is named truncated.
 
@@ -43,7 +43,7 @@ from skyrl_gym.envs.base_text_env import (
     positive_int,
     task_ground_truth,
 )
-from skyrl_gym.envs.gsm8k import utils
+from skyrl_gym.envs.gsm8k import scoring
 from skyrl_gym.envs.searchcode import tasks
 from skyrl_gym.errors import BudgetExceeded
 from skyrl_gym.tools import PythonCodeExecutorToolGroup, SearchToolGroup
@@ -222,7 +222,7 @@ class SearchCodeEnv(BaseTextEnv):
     def _get_reward(self, action: str, done: bool) -> float:
         if not done:
             return 0.0
-        return utils.compute_score("\n".join(m["content"] for m in self.chat_history), self.ground_truth)
+        return scoring.compute_score("\n".join(m["content"] for m in self.chat_history), self.ground_truth)
 
     # -- the episode ----------------------------------------------------------------------------------
     def _require_task(self) -> None:

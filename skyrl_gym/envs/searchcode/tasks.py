@@ -58,7 +58,7 @@ class _Country(NamedTuple):
 
 @functools.lru_cache(maxsize=1)
 def _countries() -> dict[str, tuple[Any, ...]]:
-    from skyrl_gym.envs.search.data import load_countries
+    from skyrl_gym.envs.search.tasks import load_countries
 
     countries = [
         _Country(c["code"], c["name"], tuple(c["calling_codes"]), c["population"], c["area"])

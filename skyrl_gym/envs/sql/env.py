@@ -333,9 +333,9 @@ class Text2SQLEnv(BaseTextEnv):
     # -- tasks ------------------------------------------------------------------------------------------------
     def sample_task(self, seed: int | None = None) -> Task:
         """A question of the bundled synthetic test split, the same one for the same seed."""
-        from skyrl_gym.envs.sql import data
+        from skyrl_gym.envs.sql import tasks
 
-        return data.default_task(seed)
+        return tasks.default_task(seed)
 
     def reference_action(self) -> str | None:
         """The gold query as the solution, after a one-line plan naming its tables; it always earns 1.0."""

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_gym.envs.swe import repos, testrun
-from skyrl_gym.envs.swe.instance import KIND_SWEBENCH, KIND_SYNTH, SWEInstance, image_for
+from skyrl_gym.envs.swe.tasks import KIND_SWEBENCH, KIND_SYNTH, SWEInstance, image_for
 from skyrl_gym.integrity import safe_extract, screen_diff, scrub_history_script, split_diff
 
 __all__ = [

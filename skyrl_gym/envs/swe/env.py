@@ -34,7 +34,7 @@ from typing import Any
 from skyrl_gym.core import Task
 from skyrl_gym.envs.base_text_env import ConversationType, env_config_values, task_ground_truth
 from skyrl_gym.envs.shell_task import CommandRun, ShellTaskEnv
-from skyrl_gym.envs.swe.instance import SWEInstance, instance_from_extras, load_split
+from skyrl_gym.envs.swe.tasks import SWEInstance, instance_from_extras, load_split
 
 __all__ = ["SWEEnv", "SWEEnvConfig", "SYSTEM_PROMPT", "instance_prompt"]
 
@@ -85,7 +85,7 @@ class SWEEnvConfig:
     ``datasets/swe/instances.jsonl.gz``)."""
     image_template: str | None = None
     """The image of rows without ``image_name``: ``swe-bench``, ``swe-gym``, ``local`` or a format string
-    (see :data:`~skyrl_gym.envs.swe.instance.IMAGE_RULES`)."""
+    (see :data:`~skyrl_gym.envs.swe.tasks.IMAGE_RULES`)."""
     workdir: str = "/testbed"
     """Where the repository is in a row's image (docker)."""
     user: str = "1000:1000"

@@ -37,7 +37,7 @@ from typing import Any
 from skyrl_gym.core import Task
 from skyrl_gym.envs.base_text_env import ConversationType, env_config_values, task_ground_truth
 from skyrl_gym.envs.shell_task import CommandRun, ShellTaskEnv
-from skyrl_gym.envs.terminal.task import TerminalTask, default_tasks_dir, load_split, load_task, task_image
+from skyrl_gym.envs.terminal.tasks import TerminalTask, default_tasks_dir, load_split, load_task, task_image
 
 __all__ = ["TerminalEnv", "TerminalEnvConfig", "instruction_prompt", "SYSTEM_PROMPT"]
 

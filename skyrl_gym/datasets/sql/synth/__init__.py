@@ -1,6 +1,6 @@
 """The question synthesiser: procedural Spider-style text-to-SQL questions on realistic synthetic databases.
 
-It builds the bundled dataset that :mod:`skyrl_gym.envs.sql.data` loads (and ``datasets/sql/build.py``
+It builds the bundled dataset that :mod:`skyrl_gym.envs.sql.tasks` loads (and ``datasets/sql/build.py``
 writes).
 
 - :mod:`.schema`: the domain model (tables, columns, foreign keys) with the English words for them;

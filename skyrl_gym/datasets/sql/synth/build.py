@@ -536,5 +536,5 @@ def build_bundled(staging: Path, target: Path, seed: int) -> None:
 
 
 BUNDLE = Bundle(prefix="synthetic", version=bundled_version, build=build_bundled, done="test.jsonl")
-"""The bundled dataset that :mod:`skyrl_gym.envs.sql.data` reads (``skyrl_gym.bundled``'s ``"sql"``); the split
+"""The bundled dataset that :mod:`skyrl_gym.envs.sql.tasks` reads (``skyrl_gym.bundled``'s ``"sql"``); the split
 written last, ``test``, marks it complete."""

@@ -153,11 +153,11 @@ def __getattr__(name: str) -> Any:
 
 
 def default_corpus_path() -> Path:
-    """The bundled corpus (built on first use by :mod:`skyrl_gym.envs.search.data`)."""
-    from skyrl_gym.envs.search import data
+    """The bundled corpus (built on first use by :mod:`skyrl_gym.envs.search.tasks`)."""
+    from skyrl_gym.envs.search import tasks
 
-    data.ensure_dataset(seed=0)
-    return Path(data.corpus_path(seed=0))
+    tasks.ensure_dataset(seed=0)
+    return Path(tasks.corpus_path(seed=0))
 
 
 def _frozen(value: Any) -> Any:

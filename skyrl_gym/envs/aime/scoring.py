@@ -1,4 +1,5 @@
-"""AIME/MATH answer checking with SkyRL's rules (``skyrl_gym.envs.aime.utils`` there too).
+"""AIME/MATH answer checking with SkyRL's rules (SkyRL's ``skyrl_gym.envs.aime.utils``, a name
+:mod:`skyrl_gym.compat` keeps for this module).
 
 The default rule (Minerva's, as in DAPO and SkyRL): of the solution's last 300 characters, the text after the
 last ``Answer:`` (any case, spaces allowed around the colon) up to the end of the line or the first ``<`` is

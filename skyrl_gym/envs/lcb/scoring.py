@@ -1,4 +1,5 @@
-"""LiveCodeBench judging with SkyRL's rules, run in this project's sandbox by the ``code`` environment's judge.
+"""LiveCodeBench judging with SkyRL's rules, run in this project's sandbox by the ``code`` environment's judge
+(SkyRL's ``skyrl_gym.envs.lcb.livecodebench``, a name :mod:`skyrl_gym.compat` keeps for this module).
 
 What SkyRL's ``lcb`` environment does, and this module does the same way:
 

@@ -1,4 +1,5 @@
-"""GSM8K answer extraction and scoring with SkyRL's rules (``skyrl_gym.envs.gsm8k.utils`` there too).
+"""GSM8K answer extraction and scoring with SkyRL's rules (SkyRL's ``skyrl_gym.envs.gsm8k.utils``, a name
+:mod:`skyrl_gym.compat` keeps for this module).
 
 Two ways to find the answer in a model's text:
 
