@@ -15,7 +15,8 @@ Three parts, the trainer's own objects underneath:
   synchronous step does (:meth:`~skyrl_train.loop.trainer.Trainer.train_step` with ``rollouts=``), then pushes the
   weights in flight: ``engine.pause()`` at a token boundary (running sequences keep their tokens), the update
   through the run's weight-sync strategy, ``engine.resume()`` (the held sequences recompute their KV with the
-  new weights and go on), and the policy version goes up by one. Every token keeps the version that made it
+  new weights and go on), and the policy version goes up by one; the step then ends as a synchronous one does
+  (:meth:`~skyrl_train.loop.trainer.Trainer.end_step`: evaluation, log, checkpoint, time budget). Every token keeps the version that made it
   (``TrajectoryResult.policy_versions``); the loss can correct for the older ones with the engine's
   behaviour log-probs (``trainer.algorithm.off_policy_correction``, :mod:`skyrl_train.training.algorithms.off_policy`).
 
@@ -441,7 +442,7 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]]) -> str:
     from skyrl_train.rollout.metrics import rollout_metrics
     from skyrl_train.sampling import rollout_sampling
 
-    cfg, loop = trainer.cfg, trainer.loop
+    cfg = trainer.cfg
     plan = AsyncPlan.from_config(cfg)
     rows = itertools.chain.from_iterable(trainer.iterator)
     producer = RolloutProducer(
@@ -496,18 +497,7 @@ def run_async_loop(trainer: Any, bar: Any, evals: list[dict[str, Any]]) -> str:
                     "time/step_s": time.perf_counter() - t0,
                 }
             )
-            trainer.step += 1
             # the epoch of this step's prompts (the producer's iterator runs ahead of the trainer)
-            metrics["train/epoch"] = float((trainer.step - 1) // max(1, trainer.iterator.batches_per_epoch))
-            if loop.evaluates_after(trainer.step):
-                result = trainer.evaluate()
-                metrics.update(result)
-                if result:
-                    evals.append({"stage": "during RL", "step": trainer.step, **result})
-            trainer.tracker.log(metrics, step=trainer.log_offset + trainer.step)
-            bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
-            if loop.checkpoints_after(trainer.step):
-                trainer.save()
-            # evaluations are outside the time budget where the trainer counts their time
-            if loop.out_of_time(trainer.rl_elapsed_s()):
+            epoch = float(trainer.step // max(1, trainer.iterator.batches_per_epoch))
+            if trainer.end_step(metrics, bar, evals, epoch=epoch):
                 return "max_wall_time_s"

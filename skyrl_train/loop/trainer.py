@@ -694,7 +694,6 @@ class Trainer:
     def _train_loop(self, bar: Any, evals: list[dict[str, Any]]) -> str:
         """Training steps from the iterator's position until the data, the steps or the time run out;
         returns why it stopped."""
-        loop = self.loop
         if self.cfg.trainer.mode == "async":
             from skyrl_train.loop.async_training import run_async_loop
 
@@ -707,20 +706,29 @@ class Trainer:
             if rows is None:
                 break
             metrics = self.train_step(rows)
-            self.step += 1
-            metrics["train/epoch"] = float(self.iterator.state_dict().get("epoch", 0))
-            if loop.evaluates_after(self.step):
-                result = self.evaluate()
-                metrics.update(result)
-                if result:
-                    evals.append({"stage": "during RL", "step": self.step, **result})
-            self.tracker.log(metrics, step=self.log_offset + self.step)
-            bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
-            if loop.checkpoints_after(self.step):
-                self.save()
-            if loop.out_of_time(self.rl_elapsed_s()):
+            if self.end_step(metrics, bar, evals, epoch=float(self.iterator.state_dict().get("epoch", 0))):
                 return "max_wall_time_s"
         return "data"
+
+    def end_step(
+        self, metrics: dict[str, float], bar: Any, evals: list[dict[str, Any]], *, epoch: float
+    ) -> bool:
+        """The tail of every RL step, synchronous or asynchronous (:mod:`skyrl_train.loop.async_training`):
+        count the step, evaluate when one is due (into ``metrics`` and ``evals``), log ``metrics`` with the
+        step's ``epoch``, advance the progress ``bar``, checkpoint when one is due; whether RL's time budget is
+        spent (evaluations are outside it: the trainer counts their time apart)."""
+        self.step += 1
+        metrics["train/epoch"] = epoch
+        if self.loop.evaluates_after(self.step):
+            result = self.evaluate()
+            metrics.update(result)
+            if result:
+                evals.append({"stage": "during RL", "step": self.step, **result})
+        self.tracker.log(metrics, step=self.log_offset + self.step)
+        bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
+        if self.loop.checkpoints_after(self.step):
+            self.save()
+        return self.loop.out_of_time(self.rl_elapsed_s())
 
     def save(self) -> Path:
         """Checkpoint the workers and the trainer state at the current step.
