@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 
 import skyrl_gym
+from skyrl_gym.tools.agent import agent_tool
 from skyrl_gym.tools.workspace import Workspace
 from skyrl_train.rollout.react import ReActEnv
-from skyrl_train.rollout.tools import agent_tool
 
 
 # The first parameter is the workspace (bound by the agent); the rest, with the docstring, is the JSON schema

@@ -17,6 +17,9 @@ __all__ = ["MOVED", "install", "new_name"]
 MOVED: dict[str, str] = {
     # rollouts
     "skyrl_train.agent.registry": "skyrl_train.rollout.agents",
+    # the agent tools live with every other tool
+    "skyrl_train.agent.tools": "skyrl_gym.tools.agent",
+    "skyrl_train.rollout.tools": "skyrl_gym.tools.agent",
     "skyrl_train.agent": "skyrl_train.rollout",
     "skyrl_train.dispatch": "skyrl_train.rollout.dispatch",
     "skyrl_train.generator.base": "skyrl_train.rollout.records",

@@ -9,19 +9,17 @@ so that a name cannot be known to one and missing from the other.
 
 from __future__ import annotations
 
-import pkgutil
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from skyrl_gym.registries import Registry
+from skyrl_gym.tools.agent.registry import TOOLS
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "AGENTS",
     "AGENT_TOOLS",
     "BUILTIN_ADVANTAGE_ESTIMATORS",
-    "BUILTIN_AGENT_TOOLS",
     "BUILTIN_POLICY_LOSSES",
     "DISPATCHERS",
     "POLICY_LOSSES",
@@ -50,20 +48,6 @@ BUILTIN_POLICY_LOSSES: dict[str, str] = {
 """Policy losses that ship with the project (``trainer.algorithm.policy_loss_type``); ``regular`` is SkyRL's
 name for ``ppo``."""
 
-
-def _tool_modules() -> dict[str, str]:
-    """Each module of ``skyrl_train.rollout.tools`` holds the tool of its name: found in its folder without
-    importing it (the trainer's modules name no environment, and these tools are named after theirs)."""
-    folder = Path(__file__).parent / "rollout" / "tools"
-    return {
-        info.name: f"skyrl_train.rollout.tools.{info.name}:{info.name}"
-        for info in pkgutil.iter_modules([str(folder)])
-        if not info.name.startswith("_")
-    }
-
-
-BUILTIN_AGENT_TOOLS: dict[str, str] = _tool_modules()
-"""The ReAct agent's built-in tools (``generator.react.tools``)."""
 
 ADVANTAGE_ESTIMATORS: Registry[Callable[..., Any]] = Registry(
     "advantage estimator", "trainer.algorithm.advantage_estimator", builtins=BUILTIN_ADVANTAGE_ESTIMATORS
@@ -112,10 +96,9 @@ AGENTS: Registry[Callable[..., Any]] = Registry(
 """Trajectory classes by agent name (``generator.agent``); a class whose ``reads_react_section`` is true takes
 its settings from ``generator.react``."""
 
-AGENT_TOOLS: Registry[Any] = Registry(
-    "agent tool", config_key="generator.react.tools", builtins=BUILTIN_AGENT_TOOLS
-)
-"""The ReAct agent's tools by name."""
+AGENT_TOOLS: Registry[Any] = TOOLS
+"""The ReAct agent's tools by name (``generator.react.tools``): ``skyrl_gym``'s registry of agent tools, which
+holds them (:mod:`skyrl_gym.tools.agent`)."""
 
 
 def dispatcher_family(name: str) -> str | None:

@@ -118,9 +118,16 @@ def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-CONFIG_MAY_IMPORT = ("skyrl_train.config", "skyrl_train.names", "skyrl_gym.registries", "skyrl_gym.errors")
-"""What the config layer reads: itself, the names of the swappable parts and the registries that hold them.
-A part it configures (dispatchers, weight syncs, agents, tools, algorithms) is reached only by its name."""
+CONFIG_MAY_IMPORT = (
+    "skyrl_train.config",
+    "skyrl_train.names",
+    "skyrl_gym.registries",
+    "skyrl_gym.errors",
+    "skyrl_gym.tools.agent.registry",
+)
+"""What the config layer reads: itself, the names of the swappable parts and the registries that hold them
+(``skyrl_gym.tools.agent.registry`` holds the agent tools' names, none of the tools). A part it configures
+(dispatchers, weight syncs, agents, tools, algorithms) is reached only by its name."""
 
 
 def _reachable(start: str, graph: dict[str, set[str]]) -> set[str]:
@@ -207,7 +214,8 @@ def test_every_old_name_is_the_very_module_of_its_new_home():
         assert module.__name__ == new and module.__spec__.name == new, old
     # a submodule of a moved package, under its old dotted name
     pairs = {
-        "skyrl_train.agent.tools.sql": "skyrl_train.rollout.tools.sql",
+        "skyrl_train.agent.tools.sql": "skyrl_gym.tools.agent.sql",
+        "skyrl_train.rollout.tools.bash": "skyrl_gym.tools.agent.bash",
         "skyrl_train.dispatch.fixed_pool": "skyrl_train.rollout.dispatch.fixed_pool",
         "skyrl_train.workers.policy": "skyrl_train.training.workers.policy",
         "skyrl_train.algorithms.advantages": "skyrl_train.training.algorithms.advantages",

@@ -34,8 +34,8 @@ from typing import Any
 
 from skyrl_gym.budget import END_TERMINATED, END_TRUNCATED
 from skyrl_gym.core import Env, Task
+from skyrl_gym.tools.agent.core import AgentTool, ToolOutput, resolve_tools
 from skyrl_gym.tools.parsing import TOOL_CALL_FORMAT, ToolCall, ToolCallParseError, parse_tool_calls
-from skyrl_train.rollout.tools import AgentTool, ToolOutput, resolve_tools
 
 __all__ = ["ReActConfig", "ReActEnv", "render_tool_call", "template_renders_tools", "tools_system_prompt"]
 
@@ -128,7 +128,7 @@ class ReActEnv(Env):
     Args:
         inner: any skyrl_gym environment; its ``workspace()`` lends the tools a place to run.
         config: a :class:`ReActConfig`, or a dict of its fields.
-        tools: tool names or :class:`~skyrl_train.rollout.tools.AgentTool` objects (overrides ``config.tools``).
+        tools: tool names or :class:`~skyrl_gym.tools.agent.core.AgentTool` objects (overrides ``config.tools``).
         tools_in_template: the chat template renders the tools (``tools=``): add no system message for them.
         count_tokens: counts a text's tokens, to measure the conversation in tokens instead of characters.
     """

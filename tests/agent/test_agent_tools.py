@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 import skyrl_gym
+from skyrl_gym.tools.agent import TOOLS
+from skyrl_gym.tools.agent import code_search as code_search_module
+from skyrl_gym.tools.agent.code_search import CACHE_STATS, CodeIndex
+from skyrl_gym.tools.agent.core import AgentTool, ToolOutput, agent_tool, resolve_tools
 from skyrl_gym.tools.workspace import FunctionWorkspace, LocalDirWorkspace
-from skyrl_train.rollout.tools import TOOLS, AgentTool, ToolOutput, agent_tool, resolve_tools
-from skyrl_train.rollout.tools import code_search as code_search_module
-from skyrl_train.rollout.tools.code_search import CACHE_STATS, CodeIndex
 
 BUILTINS = ["bash", "code_search", "editor", "finish", "python", "search", "sql"]
 

@@ -215,7 +215,7 @@ def test_an_episode_its_runner_stopped_is_verified_as_it_stands(bwrap):
 
 
 def test_agent_layer_tools_work_on_the_workspace(bwrap):
-    from skyrl_train.rollout.tools import TOOLS
+    from skyrl_gym.tools.agent import TOOLS
 
     instance = CHECKED[0]
     env = SWEEnv(FAST, extras(instance))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from skyrl_gym.tools.agent.core import agent_tool
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.rollout.tools import agent_tool
 
 
 @agent_tool(requires=("sql",))

@@ -25,8 +25,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from skyrl_gym.tools.agent.core import agent_tool
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.rollout.tools import agent_tool
 
 __all__ = ["CACHE_STATS", "CodeIndex", "Symbol", "code_search", "index_for", "mark_changed"]
 

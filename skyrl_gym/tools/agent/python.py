@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import secrets
 
+from skyrl_gym.tools.agent.code_search import mark_changed
+from skyrl_gym.tools.agent.core import ToolOutput, agent_tool
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.rollout.tools import ToolOutput, agent_tool
-from skyrl_train.rollout.tools.code_search import mark_changed
 
 
 @agent_tool(requires=("python", "run"))

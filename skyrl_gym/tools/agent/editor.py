@@ -18,9 +18,9 @@ from __future__ import annotations
 import weakref
 from typing import Literal
 
+from skyrl_gym.tools.agent.code_search import mark_changed
+from skyrl_gym.tools.agent.core import ToolOutput, agent_tool
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.rollout.tools import ToolOutput, agent_tool
-from skyrl_train.rollout.tools.code_search import mark_changed
 
 MAX_VIEW_LINES = 400
 """Lines shown by one ``view`` of a whole file; past it the view says how to ask for a range."""

@@ -1,7 +1,5 @@
-"""Tools an agent calls in an environment's workspace, one module each, registered by name in :data:`TOOLS`.
-
-A tool is a function whose first parameter is the :class:`~skyrl_gym.tools.workspace.Workspace` it runs in,
-decorated with :func:`agent_tool`; the rest of its signature and its docstring give its JSON schema in the
+"""Agent tools: a function whose first parameter is the :class:`~skyrl_gym.tools.workspace.Workspace` it runs
+in, decorated with :func:`agent_tool`; the rest of its signature and its docstring give its JSON schema in the
 OpenAI tools format::
 
     @agent_tool(requires=("run",))
@@ -15,9 +13,8 @@ OpenAI tools format::
 Keyword-only parameters listed in :data:`HIDDEN_PARAMETERS` (``timeout_s``) are set by the agent, not the
 model, and stay out of the schema. :meth:`AgentTool.call` checks the model's arguments against the schema
 and never raises: bad arguments, a failing tool, an unsupported workspace all come back as a
-:class:`ToolOutput` with ``ok=False`` and a message for the model.
-
-Built-ins: ``bash``, ``editor``, ``code_search``, ``python``, ``sql``, ``search``, ``finish``.
+:class:`ToolOutput` with ``ok=False`` and a message for the model. :func:`agent_tool` registers the tool in
+:data:`skyrl_gym.tools.agent.TOOLS` by its name.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyrl_gym.errors import BudgetExceeded
-from skyrl_gym.registries import Registry
+from skyrl_gym.tools.agent.registry import TOOLS
 from skyrl_gym.tools.schema import (
     coerce_value,
     describe_schema,
@@ -38,16 +35,11 @@ from skyrl_gym.tools.schema import (
     parameters_of,
     validate_value,
 )
-from skyrl_train import names
 
-__all__ = ["HIDDEN_PARAMETERS", "TOOLS", "AgentTool", "ToolOutput", "agent_tool", "resolve_tools"]
+__all__ = ["HIDDEN_PARAMETERS", "AgentTool", "ToolOutput", "agent_tool", "resolve_tools"]
 
 HIDDEN_PARAMETERS = frozenset({"timeout_s"})
 """Keyword-only parameters the agent sets (from its configuration); the model never sees them."""
-
-
-TOOLS: Registry[AgentTool] = names.AGENT_TOOLS
-"""Agent tools by name."""
 
 
 @dataclass

@@ -1,0 +1,30 @@
+"""Tools an agent calls in an environment's workspace, one module each, registered by name in :data:`TOOLS`.
+
+Built-ins: ``bash``, ``editor``, ``code_search``, ``python``, ``sql``, ``search``, ``finish`` (the module of
+each is named after it); :mod:`.core` holds the tool type (:class:`~.core.AgentTool`), its decorator
+(:func:`~.core.agent_tool`), what a call returns (:class:`~.core.ToolOutput`) and the choice of a workspace's
+tools (:func:`~.core.resolve_tools`), also reachable from this package. A tool runs on the workspace's
+capabilities (:class:`~skyrl_gym.tools.workspace.Workspace`), never on an environment.
+
+Importing this package imports only the registry (:mod:`.registry`): a tool's module is imported the first time
+the tool is asked for, and the trainer's configuration checks a tool's name against :data:`TOOLS` without
+importing any.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skyrl_gym.tools.agent.registry import TOOLS
+
+__all__ = ["HIDDEN_PARAMETERS", "TOOLS", "AgentTool", "ToolOutput", "agent_tool", "resolve_tools"]
+
+_CORE = ("HIDDEN_PARAMETERS", "AgentTool", "ToolOutput", "agent_tool", "resolve_tools")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CORE:
+        from skyrl_gym.tools.agent import core
+
+        return getattr(core, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
