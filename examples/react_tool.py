@@ -14,8 +14,8 @@ import json
 
 import skyrl_gym
 from skyrl_gym.tools.agent import agent_tool
+from skyrl_gym.tools.react import ReActEnv
 from skyrl_gym.tools.workspace import Workspace
-from skyrl_train.rollout.react import ReActEnv
 
 
 # The first parameter is the workspace (bound by the agent); the rest, with the docstring, is the JSON schema

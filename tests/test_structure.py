@@ -231,6 +231,18 @@ def test_every_old_name_is_the_very_module_of_its_new_home():
     policy_worker = importlib.import_module("skyrl_train.workers").PolicyWorker
     assert policy_worker.__module__ == "skyrl_train.training.workers.policy"
     assert new_name("skyrl_train.data") is None and new_name("skyrl_train.agentx") is None
+    # the ReAct loop left the react agent's module for skyrl_gym.tools.react; its names stay there too
+    from skyrl_gym.tools import react
+
+    old_react = importlib.import_module("skyrl_train.rollout.react")
+    for name in (
+        "ReActConfig",
+        "ReActEnv",
+        "render_tool_call",
+        "template_renders_tools",
+        "tools_system_prompt",
+    ):
+        assert getattr(old_react, name) is getattr(react, name), name
     # every new home is a module of the project's own files
     modules = _modules()
     assert all(new in modules for new in MOVED.values())

@@ -564,7 +564,7 @@ class AsyncPipelineConfig(Section):
 
 class ReActSettings(Section):
     """Settings of ``generator.agent=react``: the ReAct loop over tools in the OpenAI tool-call format
-    (see skyrl_train.rollout.react.ReActConfig)."""
+    (see skyrl_gym.tools.react.ReActConfig)."""
 
     tools: StrList | None = None
     """Tool names from the TOOLS registry (bash, editor, code_search, python, sql, search, finish, or your own);

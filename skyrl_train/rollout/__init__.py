@@ -6,7 +6,8 @@
   a :class:`GeneratorOutput` out, each sample a staged job of the configured agent run through a dispatcher;
 - :class:`~skyrl_train.rollout.trajectory.Trajectory`: one sample as a staged job (set-up, the turn loop,
   verification after the episode, release), token in, token out; :mod:`~skyrl_train.rollout.react`: the
-  ReAct agent over :mod:`~skyrl_gym.tools.agent`;
+  ReAct agent, which plays the row's environment in :class:`~skyrl_gym.tools.react.ReActEnv` over the agent
+  tools of :mod:`~skyrl_gym.tools.agent`;
 - :data:`~skyrl_train.rollout.agents.AGENTS`: trajectory classes by name (``generator.agent``);
 - :mod:`~skyrl_train.rollout.dispatch`: the strategies that run many staged jobs at once
   (``generator.dispatcher``);

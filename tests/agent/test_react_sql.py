@@ -11,7 +11,7 @@ from skyrl_gym.envs.sql.env import Text2SQLEnv
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import adversarial_actions, episodes, text_actions, tool_call_actions
 from skyrl_gym.tools.agent import TOOLS
-from skyrl_train.rollout.react import ReActEnv, render_tool_call, template_renders_tools, tools_system_prompt
+from skyrl_gym.tools.react import ReActEnv, render_tool_call, template_renders_tools, tools_system_prompt
 
 MUST_PASS = ("oracle-earns-full-reward", "noop-earns-nothing", "deterministic", "no-shared-state")
 

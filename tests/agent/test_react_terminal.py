@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from skyrl_gym.envs.terminal.env import TerminalEnv
 from skyrl_gym.testing import check_env, play_episode
 from skyrl_gym.testing.strategies import adversarial_actions, episodes, tool_call_actions
-from skyrl_train.rollout.react import ReActEnv, render_tool_call
+from skyrl_gym.tools.react import ReActEnv, render_tool_call
 
 pytestmark = pytest.mark.docker
 

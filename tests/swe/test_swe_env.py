@@ -234,7 +234,7 @@ def test_agent_layer_tools_work_on_the_workspace(bwrap):
 
 
 def test_react_agent_plays_the_reference_tool_calls(bwrap):
-    from skyrl_train.rollout.react import ReActEnv
+    from skyrl_gym.tools.react import ReActEnv
 
     env = ReActEnv(SWEEnv(FAST, extras(CHECKED[0])), {"tool_timeout_s": 30.0})
     env.init(None)

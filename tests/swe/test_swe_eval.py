@@ -13,8 +13,8 @@ import pytest
 
 from skyrl_gym.envs.swe.env import SWEEnv
 from skyrl_gym.envs.swe.tasks import load_split
+from skyrl_gym.tools.react import render_tool_call
 from skyrl_train.cli import main
-from skyrl_train.rollout.react import render_tool_call
 
 pytest.importorskip("transformers")
 

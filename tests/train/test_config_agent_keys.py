@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from skyrl_gym.tools.react import ReActConfig
 from skyrl_train.config import ConfigError, load_config
 from skyrl_train.rollout import AgentRunner
 from skyrl_train.rollout.dispatch.async_batch import AsyncBatchDispatcher
 from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
 from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
-from skyrl_train.rollout.react import ReActConfig
 
 
 @pytest.fixture

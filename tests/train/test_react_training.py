@@ -19,10 +19,10 @@ import torch
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
 from skyrl_gym.envs.sql.tasks import load_split
 from skyrl_gym.runtime.sql.database import open_database
+from skyrl_gym.tools.react import render_tool_call
 from skyrl_train.config import load_config
 from skyrl_train.inference.scripted import ScriptedEngine
 from skyrl_train.loop.trainer import Trainer
-from skyrl_train.rollout.react import render_tool_call
 
 pytest.importorskip("transformers")
 
