@@ -10,10 +10,8 @@ Importing the package registers the built-in environments, loads installed plugi
 As in SkyRL, the sub-modules ``envs``, ``tools`` and ``error`` are attributes of the package.
 """
 
-from skyrl_gym import envs, tools  # noqa: E402,I001  (SkyRL exposes these modules on the package)
-from skyrl_gym import (
-    errors as error,
-)  # SkyRL's name for it (skyrl_gym.compat answers ``import skyrl_gym.error``)
+# SkyRL exposes these modules on the package; ``error`` is its name for the errors module
+from skyrl_gym import envs, errors as error, tools  # noqa: E402,I001
 from skyrl_gym import compat as _compat
 from skyrl_gym.budget import Budget
 from skyrl_gym.core import ConversationType, Env, EnvStepOutput, MessageType, Misstep, Task
