@@ -53,15 +53,19 @@ def bundle(name: str) -> Bundle:
 
 def bundled_dir(name: str, seed: int = 0) -> Path:
     """The folder of the bundled dataset ``name`` for ``seed`` (it may not be built yet)."""
-    from skyrl_gym.envs.cache import cache_root
-
-    found = bundle(name)
-    return cache_root() / name / f"{found.prefix}-v{found.version()}-seed{int(seed)}"
+    return _folder(name, bundle(name), seed)
 
 
 def ensure_bundled(name: str, seed: int = 0) -> Path:
     """The folder of the bundled dataset ``name`` for ``seed``, built first unless the cache holds it."""
     from skyrl_gym.envs.cache import build_once
 
-    found, target = bundle(name), bundled_dir(name, seed)
+    found = bundle(name)
+    target = _folder(name, found, seed)
     return build_once(target, lambda staging: found.build(staging, target, int(seed)), done=found.done)
+
+
+def _folder(name: str, found: Bundle, seed: int) -> Path:
+    from skyrl_gym.envs.cache import cache_root
+
+    return cache_root() / name / f"{found.prefix}-v{found.version()}-seed{int(seed)}"

@@ -16,23 +16,21 @@ from skyrl_train.rollout import MultiTurnGenerator  # noqa: E402
 from skyrl_train.training.workers import PolicyWorker  # noqa: E402
 
 
+def warmup_step(policy, tokenizer, rows, **kwargs) -> dict[str, float]:
+    """One warm-up step on ``rows`` through the two-turn SQL generator, scripted at temperature 0."""
+    params = SamplingParams(temperature=0.0, max_tokens=4096)
+    generator = lambda e: MultiTurnGenerator(e, max_turns=2)  # noqa: E731
+    return supervised_step(policy, generator, tokenizer, rows, params, seed=0, **kwargs)
+
+
 def test_the_warmup_loss_is_the_nll_and_falls(tokenizer, tiny_model):
     rows = [r for r in load_split("train") if r["extra_info"]["level"] == "easy"][:4]
     policy = PolicyWorker(
         lambda: load_model(tiny_model), OptimizerConfig(lr=1e-3), AlgorithmConfig(), micro_batch_size=4
     )
-    params = SamplingParams(temperature=0.0, max_tokens=4096)
     losses = []
     for _ in range(3):
-        metrics = supervised_step(
-            policy,
-            lambda e: MultiTurnGenerator(e, max_turns=2),
-            tokenizer,
-            rows,
-            params,
-            episode_fraction=0.0,
-            seed=0,
-        )
+        metrics = warmup_step(policy, tokenizer, rows, episode_fraction=0.0)
         assert metrics["warmup/loss"] == metrics["warmup/nll"] > 0
         assert "warmup/pg_loss" not in metrics
         losses.append(metrics["warmup/loss"])
@@ -44,7 +42,6 @@ def test_the_warmup_reduces_its_loss_its_own_way_and_gives_the_policy_its_own_ba
     a policy whose own reduction it is, and differ from the step under the policy's own; the policy reduces
     RL's losses its own way again afterwards."""
     rows = [r for r in load_split("train") if r["extra_info"]["level"] == "easy"][:6]
-    params = SamplingParams(temperature=0.0, max_tokens=4096)
 
     def step(own: str, warmup: str | None) -> tuple[PolicyWorker, dict[str, float]]:
         policy = PolicyWorker(
@@ -53,17 +50,8 @@ def test_the_warmup_reduces_its_loss_its_own_way_and_gives_the_policy_its_own_ba
             AlgorithmConfig(loss_reduction=own),
             micro_batch_size=2,
         )
-        metrics = supervised_step(
-            policy,
-            lambda e: MultiTurnGenerator(e, max_turns=2),
-            tokenizer,
-            rows,
-            params,
-            # half the rows query first: episodes of different lengths, which the reductions weigh apart
-            episode_fraction=0.5,
-            seed=0,
-            loss_reduction=warmup,
-        )
+        # half the rows query first: episodes of different lengths, which the reductions weigh apart
+        metrics = warmup_step(policy, tokenizer, rows, episode_fraction=0.5, loss_reduction=warmup)
         return policy, metrics
 
     split, split_metrics = step("token_mean", "seq_mean_token_mean")
