@@ -14,7 +14,7 @@ As in SkyRL, the sub-modules ``envs``, ``tools`` and ``error`` are attributes of
 from skyrl_gym import envs, errors as error, tools  # noqa: E402,I001
 from skyrl_gym import compat as _compat
 from skyrl_gym.budget import Budget
-from skyrl_gym.core import ConversationType, Env, EnvStepOutput, MessageType, Misstep, Task
+from skyrl_gym.core import Continuation, ConversationType, Env, EnvStepOutput, MessageType, Misstep, Task
 from skyrl_gym.envs import (
     EnvSpec,
     deregister,
@@ -40,6 +40,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Budget",
     "BudgetExceeded",
+    "Continuation",
     "ConversationType",
     "Env",
     "EnvSpec",

@@ -16,6 +16,7 @@ This module imports nothing heavy and holds no environment-specific code.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Generic, TypedDict, TypeVar
 
@@ -69,6 +70,22 @@ class Misstep(str):
         self = super().__new__(cls, text)
         self.keep = keep
         return self
+
+
+@dataclasses.dataclass(frozen=True)
+class Continuation:
+    """What :meth:`Env.reference_continuation` gives: the episode so far and the rest of a known-good one."""
+
+    played: list[Any]
+    """The actions played so far, in order, each as it was or as a :class:`Misstep` of it (a mistake the rest
+    recovers from: a warm-up keeps it out of the loss but for its ``keep`` prefix)."""
+    rest: list[Any]
+    """The actions that end the episode with full reward from here."""
+
+    @property
+    def episode(self) -> list[Any]:
+        """``played`` then ``rest``: the whole episode, to be played again from the start."""
+        return [*self.played, *self.rest]
 
 
 class Env(Generic[ObsType, ActType]):
@@ -157,6 +174,17 @@ class Env(Generic[ObsType, ActType]):
         if isinstance(action, list | tuple):  # a reference action of several steps is already an episode
             return list(action)
         return None if action is None else [action]
+
+    def reference_continuation(self) -> Continuation | None:
+        """Mid-episode (after one or more actions, not done): the rest of a known-good episode from here, with
+        the actions played so far marked as a warm-up should treat them; ``None`` if unknown (the default).
+
+        A trainer plays a model's own first turns, then asks for the continuation and trains on the whole: a
+        model sees its own mistakes read and recovered from, not only the ones a reference scripted. The rest
+        must end the episode with full reward; it may read the observations that came back, since it is asked
+        after them.
+        """
+        return None
 
     def workspace(self) -> Any:
         """The :class:`~skyrl_gym.tools.workspace.Workspace` the environment lends to tools (a shell, files, a

@@ -318,6 +318,14 @@ class WarmupConfig(Section):
     episode_fraction: Float = Field(0.3, ge=0, le=1)
     """Share of the warm-up rows played with their environment's reference_episode() (several turns, e.g. a
     tool call, then the answer) instead of its single reference_action()."""
+    self_correction_steps: int = Field(0, ge=0)
+    """Warm-up steps after the ``steps`` on references, each on the model's own episodes: ``batch_size`` rows
+    sampled ``self_correction_samples`` times with the rollout settings; an episode whose first turn ran a
+    query (a tool call) is trained on as that turn, kept only in its decision to query when its result was
+    wrong, then the environment's continuation that reads the observation and answers
+    (``reference_continuation()``); a right answer given at once is trained on as it is. 0: none."""
+    self_correction_samples: int = Field(4, ge=1)
+    """Samples per row in a self-correction step."""
     eval_after: bool = True
     """Evaluate once after the warm-up, so that the summary separates its effect from RL's."""
     loss_reduction: LossReduction | None = None

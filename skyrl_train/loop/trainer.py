@@ -118,6 +118,10 @@ class LoopPlan:
     reference action."""
     warmup_loss_reduction: str
     """How the warm-up reduces its loss (``trainer.sft_warmup.loss_reduction``, else RL's own)."""
+    self_correction_steps: int
+    """Warm-up steps on the model's own episodes after the reference ones."""
+    self_correction_samples: int
+    """Samples per row in a self-correction step."""
     eval_after_warmup: bool
     """Evaluate once after the warm-up."""
     max_restarts: int
@@ -150,6 +154,8 @@ class LoopPlan:
             warmup_base=tr.policy.lora.full_warmup and tr.policy.lora.rank > 0,
             warmup_episode_fraction=w.episode_fraction,
             warmup_loss_reduction=w.loss_reduction or tr.algorithm.loss_reduction,
+            self_correction_steps=w.self_correction_steps,
+            self_correction_samples=w.self_correction_samples,
             eval_after_warmup=w.eval_after,
             max_restarts=tr.placement.max_restarts,
         )
@@ -281,7 +287,7 @@ class Trainer:
         # One update per batch: the old log-probs are the current ones, computed in the training forward.
         self.on_policy = self.loop.updates_per_step == 1 and not tr.algorithm.use_kl_in_reward
         # Tracker steps: the warm-up's steps come first, then RL's (checkpoints count RL steps only).
-        self.log_offset = self.loop.warmup_steps
+        self.log_offset = self.loop.warmup_steps + self.loop.self_correction_steps
         self.recorder.plan = {
             "log_offset": self.log_offset,
             "policy_updates": self._policy_updates,
@@ -603,7 +609,7 @@ class Trainer:
     def warmup(self) -> None:
         """The supervised warm-up (``trainer.sft_warmup``): the environments' reference trajectories, then a
         fresh RL optimizer."""
-        from skyrl_train.loop.warmup import supervised_step
+        from skyrl_train.loop.warmup import self_correction_step, supervised_step
         from skyrl_train.rollout import MultiTurnGenerator
 
         tr, loop = self.cfg.trainer, self.loop
@@ -632,6 +638,26 @@ class Trainer:
             )
             metrics["time/warmup_elapsed_s"] = time.perf_counter() - bar_start
             self.tracker.log(metrics, step=i + 1)
+        for j in range(loop.self_correction_steps):
+            i = loop.warmup_steps + j
+            start = (i * loop.warmup_batch_size) % len(rows)
+            chunk = (rows + rows)[start : start + loop.warmup_batch_size]
+            self._sync_weights(check=False)  # the model samples its own episodes with the weights so far
+            sampled = asyncio.run(
+                self.generator.generate(chunk, loop.self_correction_samples, rollout_sampling(self.cfg, 0))
+            )
+            self._sleep_engine()
+            metrics = self_correction_step(
+                self.policy,
+                lambda engine: MultiTurnGenerator.from_config(engine, self.cfg),
+                self.tokenizer,
+                chunk,
+                sampled.trajectories,
+                params,
+                loss_reduction=loop.warmup_loss_reduction,
+            )
+            metrics["time/warmup_elapsed_s"] = time.perf_counter() - bar_start
+            self.tracker.log(metrics, step=i + 1)
         self.policy.reset_optimizer(tr.policy.optimizer_config, self._policy_updates)
         self._sync_weights()
 
@@ -650,7 +676,7 @@ class Trainer:
                 self.tracker.log(before, step=0)
                 evals.append({"stage": "before", "step": 0, **before})
             self.stage_eval("before", 0)
-        if fresh and loop.warmup_steps > 0:
+        if fresh and (loop.warmup_steps > 0 or loop.self_correction_steps > 0):
             self.warmup()
             if loop.eval_after_warmup:
                 result = self.evaluate()
@@ -793,7 +819,7 @@ class Trainer:
         if self.stage_evals:
             from skyrl_train.report import write_report
 
-            write_report(self.run_dir, summary, warmup_steps=self.loop.warmup_steps)
+            write_report(self.run_dir, summary, warmup_steps=self.log_offset)
         return summary
 
     def close(self) -> None:

@@ -31,7 +31,18 @@ from typing import Any
 
 from skyrl_train.inference.base import SamplingParams
 
-__all__ = ["mask_missteps", "play_references", "reference_episodes", "scripted_turns", "supervised_step"]
+__all__ = [
+    "continued_episodes",
+    "mask_missteps",
+    "own_episodes",
+    "play_episodes",
+    "play_references",
+    "reference_episodes",
+    "scripted_turns",
+    "self_correction_step",
+    "supervised_step",
+    "train_on",
+]
 
 
 def reference_episodes(
@@ -140,16 +151,36 @@ def play_references(
     ``generator_factory(engine)`` builds the multi-turn generator over a given engine (the trainer's
     generator settings); each row gets its own :class:`ScriptedEngine`, whose script is that row's episode.
     """
-    from skyrl_train.inference.scripted import ScriptedEngine
 
     def generator_for(actions: Sequence[str]) -> Any:
-        return generator_factory(ScriptedEngine(tokenizer, scripted_turns(actions), logprob=None))
+        return _scripted_generator(generator_factory, tokenizer, actions)
 
     episodes = reference_episodes(rows, generator_for([]), episode_fraction, seed)
+    return play_episodes(rows, episodes, generator_factory, tokenizer, params)
+
+
+def _scripted_generator(
+    generator_factory: Callable[[Any], Any], tokenizer: Any, actions: Sequence[str]
+) -> Any:
+    from skyrl_train.inference.scripted import ScriptedEngine
+
+    return generator_factory(ScriptedEngine(tokenizer, scripted_turns(actions), logprob=None))
+
+
+def play_episodes(
+    rows: Sequence[dict[str, Any]],
+    episodes: Sequence[Sequence[str] | None],
+    generator_factory: Callable[[Any], Any],
+    tokenizer: Any,
+    params: SamplingParams,
+) -> list[Any]:
+    """Play ``episodes[i]`` (``None``: nothing) through the real environment of ``rows[i]``, one
+    :class:`ScriptedEngine` per row; the trajectories in row order (``group_id`` is the row's index), their
+    :class:`~skyrl_gym.core.Misstep` turns masked out of the loss (:func:`mask_missteps`)."""
 
     async def play() -> list[Any]:
         jobs = [
-            generator_for(actions).rollout(row, params, group_id=i)
+            _scripted_generator(generator_factory, tokenizer, actions).rollout(row, params, group_id=i)
             for i, (row, actions) in enumerate(zip(rows, episodes, strict=True))
             if actions is not None
         ]
@@ -159,6 +190,73 @@ def play_references(
     for trajectory in trajectories:
         mask_missteps(trajectory, episodes[trajectory.group_id] or [], tokenizer)
     return trajectories
+
+
+def first_turn(trajectory: Any, tokenizer: Any) -> str:
+    """The text the model wrote in its first turn of ``trajectory`` (special tokens left out)."""
+    start, end = trajectory.turn_spans[0]
+    return tokenizer.decode(list(trajectory.response_ids[start:end]), skip_special_tokens=True)
+
+
+def continued_episodes(
+    rows: Sequence[dict[str, Any]], first_turns: Sequence[str], generator: Any
+) -> list[list[str] | None]:
+    """For each row, its environment after ``first_turns[i]`` was played in it: the whole episode of
+    :meth:`skyrl_gym.Env.reference_continuation` (the first turn, marked a misstep when it was wrong, then
+    the rest); ``None`` where that turn ended the episode or the environment knows no continuation."""
+    out: list[list[str] | None] = []
+    for row, first in zip(rows, first_turns, strict=True):
+        env, prompt = generator.make_env(row)
+        try:
+            env.init(prompt)
+            step = env.step(first)
+            continuation = None if step["done"] else env.reference_continuation()
+        finally:
+            env.close()
+        episode = None if continuation is None else continuation.episode
+        out.append(episode if episode and all(isinstance(a, str) for a in episode) else None)
+    return out
+
+
+def own_episodes(
+    rows: Sequence[dict[str, Any]],
+    sampled: Sequence[Any],
+    generator_factory: Callable[[Any], Any],
+    tokenizer: Any,
+    params: SamplingParams,
+    pass_threshold: float,
+) -> tuple[list[Any], dict[str, float]]:
+    """The trajectories a self-correction step trains on, from the model's own ``sampled`` rollouts of
+    ``rows`` (``group_id`` is the row's index), each played again through its environment with a
+    :class:`ScriptedEngine`: one whose first turn did not end the episode (a query, a tool call) as that first
+    turn then its environment's continuation (:func:`continued_episodes`); one that ended in a single turn as
+    it is, when it earned the full reward (an answer given at once has nothing to read and correct; a wrong
+    one is left out). Also the counts (``warmup/own_*``).
+    """
+    from skyrl_gym.core import Misstep
+
+    ok = [t for t in sampled if not t.is_error]
+    acted = [t for t in ok if len(t.turn_spans) > 1]
+    direct = [t for t in ok if len(t.turn_spans) == 1 and t.reward >= pass_threshold]
+    continued = continued_episodes(
+        [rows[t.group_id] for t in acted],
+        [first_turn(t, tokenizer) for t in acted],
+        _scripted_generator(generator_factory, tokenizer, []),
+    )
+    chosen = [t for t, e in zip(acted, continued, strict=True) if e is not None] + direct
+    episodes = [e for e in continued if e is not None] + [[first_turn(t, tokenizer)] for t in direct]
+    trajectories = play_episodes(
+        [rows[t.group_id] for t in chosen], episodes, generator_factory, tokenizer, params
+    )
+    counts = {
+        "warmup/own_sampled": float(len(sampled)),
+        "warmup/own_acted_first": float(len(acted)),
+        "warmup/own_first_turn_right": float(
+            sum(1 for e in continued if e is not None and not isinstance(e[0], Misstep))
+        ),
+        "warmup/own_direct_solved": float(len(direct)),
+    }
+    return trajectories, counts
 
 
 def supervised_step(
@@ -180,16 +278,50 @@ def supervised_step(
     answer that fails, a cut-off turn), and the last few when a group of training processes could not split
     them evenly, are left out (``warmup/dropped``).
     """
-    import torch
-
-    from skyrl_train.inference.scripted import ScriptedEngine
-    from skyrl_train.training.batch import TrainingBatch
-
     trajectories = play_references(
         rows, generator_factory, tokenizer, params, episode_fraction=episode_fraction, seed=seed
     )
-    threshold = generator_factory(ScriptedEngine(tokenizer, scripted_turns([]))).pass_threshold
-    kept = [t for t in trajectories if not t.is_error and t.reward >= threshold]
+    threshold = _scripted_generator(generator_factory, tokenizer, []).pass_threshold
+    return train_on(policy, trajectories, tokenizer, len(rows), threshold, loss_reduction)
+
+
+def self_correction_step(
+    policy: Any,
+    generator_factory: Callable[[Any], Any],
+    tokenizer: Any,
+    rows: Sequence[dict[str, Any]],
+    sampled: Sequence[Any],
+    params: SamplingParams,
+    *,
+    loss_reduction: str | None = None,
+) -> dict[str, float]:
+    """One warm-up step on the model's own rollouts ``sampled`` of ``rows`` (:func:`own_episodes`): its own
+    first queries, read and corrected by the environment's continuation, and its own direct answers that
+    were right. The step is :func:`supervised_step`'s (:func:`train_on`); with nothing to train on (no
+    query run, no right answer) it makes no update."""
+    threshold = _scripted_generator(generator_factory, tokenizer, []).pass_threshold
+    trajectories, counts = own_episodes(rows, sampled, generator_factory, tokenizer, params, threshold)
+    if not any(not t.is_error and t.reward >= threshold for t in trajectories):
+        # a model that neither queried nor answered right gives nothing to learn from: no update
+        return {**counts, "warmup/trajectories": 0.0, "warmup/dropped": float(len(sampled))}
+    return {**train_on(policy, trajectories, tokenizer, len(sampled), threshold, loss_reduction), **counts}
+
+
+def train_on(
+    policy: Any,
+    trajectories: Sequence[Any],
+    tokenizer: Any,
+    offered: int,
+    pass_threshold: float,
+    loss_reduction: str | None,
+) -> dict[str, float]:
+    """One policy step of negative log-likelihood on the ``trajectories`` that earned the full reward (of
+    ``offered`` episodes: the others count as ``warmup/dropped``), reduced with ``loss_reduction``."""
+    import torch
+
+    from skyrl_train.training.batch import TrainingBatch
+
+    kept = [t for t in trajectories if not t.is_error and t.reward >= pass_threshold]
     # a group of training processes splits the batch evenly: leave out the remainder
     kept = kept[: len(kept) - len(kept) % max(int(getattr(policy, "world_size", 1)), 1)]
     if not kept:
@@ -197,7 +329,7 @@ def supervised_step(
             "no reference trajectory earned the full reward: check the rows' ground truth and the "
             "environment's reference_action()/reference_episode()"
         )
-    batch = TrainingBatch.from_trajectories(kept, tokenizer.pad_token_id)
+    batch = TrainingBatch.from_trajectories(list(kept), tokenizer.pad_token_id)
     # one mini-batch, one epoch: the worker takes the old log-probs from its own forward (ratio 1), so no
     # separate scoring pass is needed
     batch.advantages = batch.response_mask.to(torch.float32).clone()
@@ -223,5 +355,5 @@ def supervised_step(
         "warmup/trajectories": float(len(kept)),
         # episodes that recovered from a misstep (a model turn played but masked out)
         "warmup/corrections": float(sum(any(0 in t.loss_mask[a:b] for a, b in t.turn_spans) for t in kept)),
-        "warmup/dropped": float(len(rows) - len(kept)),
+        "warmup/dropped": float(offered - len(kept)),
     }

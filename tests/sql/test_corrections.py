@@ -129,3 +129,78 @@ def test_the_setting_is_a_share():
         skyrl_gym.make("text2sql", env_config={"reference_corrections": 1.5})
     with pytest.raises(TypeError, match="reference_corrections"):
         skyrl_gym.make("text2sql", env_config={"reference_corrections": True})
+
+
+# -- the continuation after the model's own first query ----------------------------------------------------------
+
+CUSTOMERS_IN_FRANCE = "SELECT name FROM customers WHERE country = 'France'"
+
+
+@pytest.mark.parametrize("protocol", ["skyrl", "strict"])
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(
+    ("query", "reading"),
+    [
+        ("SELECT name FROM customer", "The query failed."),  # no such table: an error
+        ("SELECT name FROM customers WHERE country = 'Atlantis'", "No rows came back"),
+        ("SELECT name FROM customers", "The result does not answer the question."),  # too many rows
+    ],
+)
+def test_a_wrong_first_query_is_a_misstep_read_and_answered_with_the_gold_query(
+    shop_files, engine, protocol, query, reading
+):
+    env = skyrl_gym.make("text2sql", env_config={"protocol": protocol})
+    env.reset(options=shop_task(shop_files[engine], CUSTOMERS_IN_FRANCE, "Who lives in France?"))
+    first = f"<think>Look at the customers.</think>\n<sql>{query}</sql>"
+    assert not env.step(first)["done"]
+    continuation = env.unwrapped.reference_continuation()
+    (played,) = continuation.played
+    # the model's own turn, kept only up to its <sql> tag: deciding to query was right, the query was not
+    assert isinstance(played, Misstep) and played == first
+    assert played.keep == "<think>Look at the customers.</think>\n<sql>"
+    (rest,) = continuation.rest
+    assert rest.startswith(f"<think>{reading}") and rest.endswith(
+        f"<solution>{CUSTOMERS_IN_FRANCE}</solution>"
+    )
+    # played again from the start in a fresh episode, the whole of it earns the full reward
+    env.reset(options=shop_task(shop_files[engine], CUSTOMERS_IN_FRANCE, "Who lives in France?"))
+    outputs = [env.step(action) for action in continuation.episode]
+    assert outputs[-1]["reward"] == 1.0 and outputs[-1]["metadata"]["end"] == "terminated"
+    env.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_right_first_query_is_kept_whole_and_a_turn_without_one_kept_out(shop_files, engine):
+    env = skyrl_gym.make("text2sql")
+    task = shop_task(shop_files[engine], CUSTOMERS_IN_FRANCE, "Who lives in France?")
+    env.reset(options=task)
+    # the gold result by another query: right, so the whole turn is the model's to learn from
+    right = (
+        "<think>Filter.</think>\n<sql>SELECT c.name FROM customers AS c WHERE c.country IN ('France')</sql>"
+    )
+    env.step(right)
+    continuation = env.unwrapped.reference_continuation()
+    assert continuation.played == [right] and not isinstance(continuation.played[0], Misstep)
+    assert continuation.rest[0].startswith("<think>The result answers the question.</think>")
+    env.reset(options=task)
+    env.step("I am not sure what to do.")
+    (played,) = env.unwrapped.reference_continuation().played
+    assert isinstance(played, Misstep) and played.keep == ""
+    env.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_no_continuation_before_the_first_turn_after_the_answer_or_without_a_turn_left(shop_files, engine):
+    task = shop_task(shop_files[engine], CUSTOMERS_IN_FRANCE, "Who lives in France?")
+    env = skyrl_gym.make("text2sql")
+    env.reset(options=task)
+    assert env.unwrapped.reference_continuation() is None
+    env.step(f"<think>Done.</think>\n<solution>{CUSTOMERS_IN_FRANCE}</solution>")
+    assert env.unwrapped.reference_continuation() is None
+    two_turns = shop_task(shop_files[engine], CUSTOMERS_IN_FRANCE, "Who lives in France?", max_turns=2)
+    env.reset(options=two_turns)
+    env.step("<think>a</think>\n<sql>SELECT 1</sql>")
+    assert env.unwrapped.reference_continuation() is not None
+    env.step("<think>b</think>\n<sql>SELECT 2</sql>")  # the last turn: no room for an answer after it
+    assert env.unwrapped.reference_continuation() is None
+    env.close()

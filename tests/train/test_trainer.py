@@ -232,3 +232,29 @@ def test_a_training_step_on_two_gloo_workers(tiny_model, sql_files, tmp_path):
         rank0, rank1 = trainer.policy.call("compute_log_probs", batch)
         assert torch.equal(rank0, rank1) and bool((rank0 < 0).all())
         assert trainer.policy.call("__getattribute__", "global_step") == [2, 2]  # warm-up and RL
+
+
+def test_self_correction_steps_follow_the_reference_warmup(tiny_model, sql_files, tmp_path):
+    """``trainer.sft_warmup.self_correction_steps``: after the reference step, the model samples its own
+    episodes with the engine and a step trains on what they give; RL's steps are logged after both."""
+    run_dir = tmp_path / "run"
+    config = _config(
+        tiny_model,
+        sql_files,
+        run_dir,
+        "trainer.max_steps=1",
+        "trainer.sft_warmup.self_correction_steps=2",
+        "trainer.sft_warmup.self_correction_samples=2",
+        "trainer.eval_before_train=false",
+        "trainer.sft_warmup.eval_after=false",
+    )
+    with Trainer(config) as trainer:
+        assert trainer.log_offset == 3
+        trainer.fit()
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    own = [line for line in lines if "warmup/own_sampled" in line]
+    # 4 rows a step, each sampled twice, at tracker steps 2 and 3 (after the reference step)
+    assert [line["step"] for line in own] == [2, 3] and {line["warmup/own_sampled"] for line in own} == {8.0}
+    assert all(line["warmup/trajectories"] + line["warmup/dropped"] == 8.0 for line in own)
+    rl = [line for line in lines if "generate/reward_mean" in line]
+    assert [line["step"] for line in rl] == [4]

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_gym.budget import END_TRUNCATED
-from skyrl_gym.core import Misstep, Task
+from skyrl_gym.core import Continuation, Misstep, Task
 from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
@@ -368,6 +368,60 @@ class Text2SQLEnv(BaseTextEnv):
             f"<think>The result answers the question.</think>\n<solution>{gold}</solution>",
         ]
 
+    def reference_continuation(self) -> Continuation | None:
+        """After the model's own queries (the episode not over): the gold query as the solution, after a
+        ``<think>`` line that reads what the last query gave (an error, no rows, a result that does not answer
+        the question, or one that does). Each played query whose result is not the gold one, and each turn
+        that ran no query, is marked a :class:`~skyrl_gym.core.Misstep` (its text up to its ``<sql>`` tag
+        kept: the decision to query was right); a right query is kept whole. ``None`` before the first turn,
+        after the episode ended, with no turn left for the answer, or without a gold query."""
+        if self.gold_sql is None or self.db is None or not self.history or self.turns >= self.max_turns:
+            return None
+        if any(self._ends_with_solution(text) for text in self.history):
+            return None
+        played: list[str] = []
+        right = False
+        for text in self.history:
+            query = self._query_in(text)
+            right = query is not None and self._matches_gold(query)
+            if right:
+                played.append(text)
+            else:
+                opened = text.find(_SQL_OPEN)
+                played.append(
+                    Misstep(text, keep=text[: opened + len(_SQL_OPEN)] if query is not None else "")
+                )
+        assert self.tool_group is not None
+        last = self.tool_group.last  # what the last turn's query gave (empty when it ran none)
+        hint = sql_hint(self.gold_sql)
+        if right:
+            reading = "The result answers the question."
+        elif not last:
+            reading = f"That ran no query. {hint}"
+        elif last.get("error_kind") is not None:
+            reading = f"The query failed. {hint}"
+        elif last.get("rows") == 0:
+            reading = f"No rows came back, so the query is wrong. {hint}"
+        else:
+            reading = f"The result does not answer the question. {hint}"
+        return Continuation(played, [f"<think>{reading}</think>\n<solution>{self.gold_sql}</solution>"])
+
+    def _query_in(self, text: str) -> str | None:
+        """The query a turn runs under the episode's protocol (as :meth:`step` reads it), or ``None``."""
+        if self.config.protocol == "skyrl":
+            return _first_sql_block(text)
+        calls = parse_tag_calls(text, "sql")
+        written = next((c.arguments["input"] for c in calls if isinstance(c, ToolCall)), None)
+        return None if written is None else _strip_fence(written) or None
+
+    def _matches_gold(self, query: str) -> bool:
+        """Whether ``query``, given as the solution, would earn the reward (the grader and its settings)."""
+        from skyrl_gym.envs.sql.utils import grade_episode
+
+        assert self.db is not None and self.gold_sql is not None
+        answer = f"<think>Check.</think>\n<solution>{query}</solution>"
+        return grade_episode(answer, self.gold_sql, self.db, **self._grading()).correct
+
     def _near_miss(self) -> Any:
         """The task's near miss when it is drawn into ``reference_corrections`` (by a hash of its question and
         gold query, so the same task always gets the same episode) and one can be derived; else ``None``."""
@@ -523,14 +577,6 @@ class Text2SQLEnv(BaseTextEnv):
     def _finish(self, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
         assert self.db is not None and self.gold_sql is not None
         config = self.config
-        common = {
-            "format_penalty": config.format_penalty,
-            "require_think": config.require_think,
-            "float_tol": config.float_tol,
-            "ignore_column_order": config.ignore_column_order,
-            "timeout_s": config.timeout_s,
-            "transpile_from": config.transpile_from,
-        }
         from skyrl_gym.envs.sql.utils import grade_episode
 
         if config.protocol == "skyrl":
@@ -538,9 +584,7 @@ class Text2SQLEnv(BaseTextEnv):
             episode = "".join(message["content"] for message in self.chat_history)
         else:
             episode = "\n".join(self.history)
-        grade = grade_episode(
-            episode, self.gold_sql, self.db, rule=config.protocol, match=config.match, **common
-        )
+        grade = grade_episode(episode, self.gold_sql, self.db, **self._grading())
         self.solved = grade.correct
         self.format_valid = grade.format_valid
         metadata.update(action="solution", format_valid=grade.format_valid, correct=grade.correct)
@@ -551,6 +595,20 @@ class Text2SQLEnv(BaseTextEnv):
         if grade.transpiled_from is not None:
             metadata["transpiled_from"] = grade.transpiled_from
         return BaseTextEnvStepOutput(observations=[], reward=grade.reward, done=True, metadata=metadata)
+
+    def _grading(self) -> dict[str, Any]:
+        """The grader's settings from the env config (``grade_episode``'s keyword arguments)."""
+        config = self.config
+        return {
+            "rule": config.protocol,
+            "match": config.match,
+            "format_penalty": config.format_penalty,
+            "require_think": config.require_think,
+            "float_tol": config.float_tol,
+            "ignore_column_order": config.ignore_column_order,
+            "timeout_s": config.timeout_s,
+            "transpile_from": config.transpile_from,
+        }
 
     def close(self) -> None:
         if self.db is not None:
