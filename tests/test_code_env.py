@@ -611,7 +611,7 @@ def test_build_writes_the_datasets(tmp_path):
 def test_env_config_refuses_nonsense():
     with pytest.raises(ValueError, match=r"'max_turn' \(did you mean 'max_turns'\?\)"):
         CodeConfig.from_env_config({"max_turn": 3})
-    with pytest.raises(ValueError, match="timeout_s must be positive"):
+    with pytest.raises(ValueError, match="timeout_s must be a positive number"):
         CodeConfig(timeout_s=0)
     with pytest.raises(ValueError, match="task_source"):
         CodeConfig(task_source="leetcode")

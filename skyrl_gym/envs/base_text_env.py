@@ -18,12 +18,11 @@ A subclass is written the way SkyRL documents it::
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 from typing import Any, TypedDict
 
 from skyrl_gym.core import ConversationType, Env, MessageType
 from skyrl_gym.errors import BudgetExceeded
+from skyrl_gym.settings import env_config_values
 
 __all__ = [
     "BaseTextEnv",
@@ -35,45 +34,6 @@ __all__ = [
     "positive_int",
     "task_ground_truth",
 ]
-
-
-def env_config_values(
-    env_config: Any, config_class: type, env_name: str, aliases: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """The fields of ``env_config`` (``None``, a dict, an OmegaConf ``DictConfig`` or a dataclass) as a dict
-    for the dataclass ``config_class``.
-
-    Keys in ``aliases`` (another framework's name -> ours) are renamed; ``env_class`` (SkyRL's configs name
-    their environment) is dropped unless ``config_class`` has such a field; an unknown key is a ``ValueError``
-    that names the closest valid key and lists them all.
-    """
-    if env_config is None:
-        return {}
-    if dataclasses.is_dataclass(env_config) and not isinstance(env_config, type):
-        values = dataclasses.asdict(env_config)
-    elif hasattr(env_config, "items"):
-        values = dict(env_config.items())
-    else:
-        raise TypeError(f"env_config must be a mapping or a dataclass, got {type(env_config).__name__}")
-    for alias, name in (aliases or {}).items():
-        if alias in values:
-            value = values.pop(alias)
-            values.setdefault(name, value)
-    names = [f.name for f in dataclasses.fields(config_class)]
-    if "env_class" not in names:
-        # SkyRL's configs may carry the id of the environment they configure (its tests pass
-        # {"env_class": "gsm8k"}): that names the environment, it is not one of its settings
-        values.pop("env_class", None)
-    unknown = sorted(set(values) - set(names))
-    if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
-        raise ValueError(
-            f"unknown {env_name} env_config key(s) {', '.join(hints)}; valid keys: {', '.join(names)}"
-        )
-    return values
 
 
 def positive_int(value: Any, what: str) -> int:

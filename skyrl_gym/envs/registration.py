@@ -21,6 +21,7 @@ from typing import Any, Literal
 from skyrl_gym.budget import Budget
 from skyrl_gym.core import Env
 from skyrl_gym.errors import RegistrationError, UnknownEnvironmentError
+from skyrl_gym.settings import SettingsError
 
 __all__ = [
     "EnvSpec",
@@ -308,6 +309,8 @@ def make(
 
     try:
         env = creator(**call_kwargs)
+    except SettingsError:  # wrong settings, in their own words (a TypeError too)
+        raise
     except TypeError as exc:
         raise TypeError(f"making '{env_spec.id}' with arguments {sorted(call_kwargs)} failed: {exc}") from exc
     if not isinstance(env, Env):

@@ -125,7 +125,7 @@ def test_the_share_of_correction_episodes_follows_the_setting(shop_files):
 
 
 def test_the_setting_is_a_share():
-    with pytest.raises(ValueError, match="reference_corrections is a share"):
+    with pytest.raises(ValueError, match="reference_corrections must be at most 1"):
         skyrl_gym.make("text2sql", env_config={"reference_corrections": 1.5})
     with pytest.raises(TypeError, match="reference_corrections"):
         skyrl_gym.make("text2sql", env_config={"reference_corrections": True})

@@ -444,7 +444,7 @@ def test_db_id_and_data_find_skyrl_layouts(tmp_path, data, layout):
 def test_env_config_refuses_nonsense():
     with pytest.raises(ValueError, match=r"'max_turn' \(did you mean 'max_turns'\?\)"):
         Text2SQLConfig.from_env_config({"max_turn": 3})
-    with pytest.raises(ValueError, match="timeout_s must be positive"):
+    with pytest.raises(ValueError, match="timeout_s must be a positive number"):
         Text2SQLConfig(timeout_s=0)
     with pytest.raises(ValueError, match="transpile_from"):
         Text2SQLConfig(transpile_from="klingon")

@@ -23,8 +23,6 @@ error: an infrastructure failure is never scored as a wrong answer.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import threading
 import time
 from typing import Any
@@ -35,7 +33,6 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     positive_int,
 )
 from skyrl_gym.envs.code.extraction import extract_program
@@ -43,6 +40,7 @@ from skyrl_gym.envs.code.humaneval import HumanEvalJudgement, HumanEvalProblem, 
 from skyrl_gym.envs.code.judging import HOSTILE_PROGRAMS
 from skyrl_gym.envs.code.stdio import StdioJudgement, judge_stdio
 from skyrl_gym.envs.code.tasks import HUMANEVAL, STDIO, StdioProblem, task_for_seed
+from skyrl_gym.settings import Count, Name, NonNegativeNumber, PositiveNumber, read_settings, settings
 
 __all__ = ["CodeConfig", "CodeEnv", "shared_sandbox"]
 
@@ -60,43 +58,29 @@ def shared_sandbox(backend: str = "auto") -> Any:
         return _SANDBOXES[backend]
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class CodeConfig:
     """The environment's settings (``env_config``); every field has a default."""
 
-    sandbox: str = "auto"
+    sandbox: Name = "auto"
     """The sandbox backend: ``"auto"`` (the strongest available), ``"bwrap"``, ``"process"``..."""
-    max_turns: int = 1
+    max_turns: Count = 1
     """Answers per episode when the row does not say (``extras["max_turns"]`` wins)."""
-    timeout_s: float = 5.0
+    timeout_s: PositiveNumber = 5.0
     """Wall-clock limit of one HumanEval judgement (the program and all its tests)."""
-    time_limit_s: float | None = None
+    time_limit_s: PositiveNumber | None = None
     """Wall-clock limit of each stdin/stdout test; ``None``: the problem's own (2 s for the bundled ones)."""
-    memory_mb: int = 512
+    memory_mb: Count = 512
     """Memory limit of the program under test."""
-    float_tol: float | None = None
+    float_tol: NonNegativeNumber | None = None
     """Tolerance for numbers in stdin/stdout outputs; ``None``: the problem's own (exact for most)."""
     task_source: str = "mixed"
     """What ``reset(seed=...)`` draws: ``"mixed"`` (even seeds stdin/stdout, odd seeds HumanEval),
     ``"stdio"`` or ``"humaneval"``."""
-    feedback_chars: int = 600
+    feedback_chars: Count = 600
     """Characters of each input, expected and actual output shown in feedback and kept in metadata."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.sandbox, str) or not self.sandbox:
-            raise TypeError(f"env_config.sandbox must be a backend name such as 'auto', got {self.sandbox!r}")
-        for name in ("max_turns", "memory_mb", "feedback_chars"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
-        for name, optional in (("timeout_s", False), ("time_limit_s", True), ("float_tol", True)):
-            value = getattr(self, name)
-            if value is None and optional:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"env_config.{name} must be a finite number, got {value!r}")
-            if value < 0 or (value == 0 and name != "float_tol"):
-                raise ValueError(f"env_config.{name} must be positive, got {value!r}")
         if self.task_source not in ("mixed", STDIO, HUMANEVAL):
             raise ValueError(
                 f"env_config.task_source must be 'mixed', 'stdio' or 'humaneval', got {self.task_source!r}"
@@ -105,9 +89,7 @@ class CodeConfig:
     @classmethod
     def from_env_config(cls, env_config: Any) -> CodeConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        return cls(**env_config_values(env_config, cls, "code"))
+        return read_settings(cls, env_config, "code")
 
 
 def _cut(text: str, limit: int) -> str:

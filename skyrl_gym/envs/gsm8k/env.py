@@ -12,7 +12,6 @@ is ``correct``.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, ClassVar
 
 from skyrl_gym.core import Task
@@ -20,15 +19,15 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     task_ground_truth,
 )
 from skyrl_gym.envs.gsm8k import scoring, tasks
+from skyrl_gym.settings import read_settings, settings
 
 __all__ = ["GSM8kConfig", "GSM8kEnv"]
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class GSM8kConfig:
     """The settings of ``gsm8k`` (``env_config``); every field has a default."""
 
@@ -50,9 +49,7 @@ class GSM8kConfig:
     @classmethod
     def from_env_config(cls, env_config: Any) -> Any:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        return cls(**env_config_values(env_config, cls, cls.env_name))
+        return read_settings(cls, env_config, cls.env_name)
 
 
 class GSM8kEnv(BaseTextEnv):

@@ -15,13 +15,15 @@ truncated by ``max_turns``. Metrics: ``steps``; aggregated: ``avg_steps``.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from skyrl_gym.budget import END_TRUNCATED
 from skyrl_gym.envs.base_text_env import BaseTextEnvStepOutput, positive_int
 from skyrl_gym.envs.gsm8k import scoring
 from skyrl_gym.envs.gsm8k.env import GSM8kConfig, GSM8kEnv
+from skyrl_gym.settings import Count, Number, settings
 
 __all__ = ["GSM8kMultiTurnConfig", "GSM8kMultiTurnEnv", "KEEP_GOING", "LAST_TURN"]
 
@@ -34,23 +36,19 @@ LAST_TURN = "Now provide only the final numeric answer in the exact format: '###
 """The observation before the last turn (SkyRL's text)."""
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class GSM8kMultiTurnConfig(GSM8kConfig):
     """The settings of ``gsm8k_multi_turn``: those of ``gsm8k`` plus the turns and the format reward."""
 
     env_name: ClassVar[str] = "gsm8k_multi_turn"
 
-    max_turns: int = 5
+    max_turns: Count = 5
     """Answers per episode when the row does not say (SkyRL's default)."""
-    format_score: float = 0.2
+    format_score: Annotated[Number, Field(ge=0, lt=1)] = 0.2
     """The reward for well-formed wrong answers over a whole episode, paid ``1/max_turns`` per turn."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        positive_int(self.max_turns, "env_config.max_turns")
-        score = self.format_score
-        if isinstance(score, bool) or not isinstance(score, (int, float)) or not (0 <= score < 1):
-            raise ValueError(f"env_config.format_score must be a number in [0, 1), got {score!r}")
 
 
 def _row_max_turns(extras: dict[str, Any]) -> Any:

@@ -13,8 +13,6 @@ bundled problems (:mod:`.tasks`), whose reference solution is the oracle's answe
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any
 
 from skyrl_gym.core import Task
@@ -22,50 +20,33 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     task_ground_truth,
 )
 from skyrl_gym.envs.code.env import shared_sandbox
 from skyrl_gym.envs.code.judging import HOSTILE_PROGRAMS
 from skyrl_gym.envs.lcb import scoring, tasks
+from skyrl_gym.settings import Flag, Megabytes, Name, PositiveNumber, read_settings, settings
 
 __all__ = ["LCBConfig", "LCBEnv"]
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class LCBConfig:
     """The settings of ``lcb`` (``env_config``); every field has a default."""
 
-    sandbox: str = "auto"
+    sandbox: Name = "auto"
     """The sandbox backend: ``"auto"`` (the strongest available), ``"bwrap"`` or ``"process"``."""
-    time_limit_s: float = scoring.DEFAULT_TIME_LIMIT_S
+    time_limit_s: PositiveNumber = scoring.DEFAULT_TIME_LIMIT_S
     """Wall-clock seconds each test may run (SkyRL's 6)."""
-    memory_mb: int = 512
+    memory_mb: Megabytes = 512
     """Memory limit of the program under test."""
-    prelude: bool = True
+    prelude: Flag = True
     """Make SkyRL's runner's names (``Counter``, ``deque``, ``sys``, ``np``...) available without an import."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.sandbox, str) or not self.sandbox:
-            raise ValueError(
-                f"env_config.sandbox must be a backend name such as 'auto', got {self.sandbox!r}"
-            )
-        limit = self.time_limit_s
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit < math.inf:
-            raise ValueError(f"env_config.time_limit_s must be a positive number, got {limit!r}")
-        if isinstance(self.memory_mb, bool) or not isinstance(self.memory_mb, int) or self.memory_mb < 16:
-            raise ValueError(
-                f"env_config.memory_mb must be an integer of at least 16, got {self.memory_mb!r}"
-            )
-        if not isinstance(self.prelude, bool):
-            raise ValueError(f"env_config.prelude must be true or false, got {self.prelude!r}")
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> LCBConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        return cls(**env_config_values(env_config, cls, "lcb"))
+        return read_settings(cls, env_config, "lcb")
 
 
 class LCBEnv(BaseTextEnv):

@@ -21,8 +21,6 @@ Made without a task, ``reset(seed=...)`` draws one from the test split of :mod:`
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +30,6 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     positive_int,
 )
 from skyrl_gym.envs.python import scoring, tasks
@@ -50,6 +47,7 @@ from skyrl_gym.envs.python.protocol import (
     protocol_reminder,
     turns_left_note,
 )
+from skyrl_gym.settings import Count, Flag, Name, PositiveNumber, read_settings, settings
 from skyrl_gym.tools import ToolGroup, tool
 
 __all__ = ["PythonEnv", "PythonEnvConfig", "PythonToolGroup"]
@@ -59,53 +57,34 @@ MAX_CODE_CHARS = 100_000
 TOOL_GROUP = "PythonCodeExecutorToolGroup"
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class PythonEnvConfig:
     """The environment's settings (``env_config``); every field has a default."""
 
-    max_turns: int = tasks.DEFAULT_MAX_TURNS
+    max_turns: Count = tasks.DEFAULT_MAX_TURNS
     """Replies per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins)."""
-    persistent: bool = True
+    persistent: Flag = True
     """One interpreter for the whole episode (notebook); ``False``: each block runs as a fresh program."""
-    sandbox: str = "auto"
+    sandbox: Name = "auto"
     """The sandbox backend: ``"auto"`` (the strongest available), ``"bwrap"`` or ``"process"``."""
-    cell_timeout_s: float = 10.0
+    cell_timeout_s: PositiveNumber = 10.0
     """Wall-clock seconds one code block may run. The blocks of one reply together must fit the registered
     step budget (60 s for ``python``), so keep ``cell_timeout_s * max_blocks_per_turn`` below it."""
-    memory_mb: int = 512
+    memory_mb: Count = 512
     """Memory of the interpreter (and what it starts)."""
-    max_output_chars: int = 2000
+    max_output_chars: Count = 2000
     """Characters of one block's output shown to the model (its beginning and end are kept)."""
-    max_blocks_per_turn: int = 4
+    max_blocks_per_turn: Count = 4
     """Code blocks run per reply; later ones are skipped with a note."""
-    partial_credit: bool = False
+    partial_credit: Flag = False
     """Pay reasoning-gym's partial scores (some generators give a little for a well-formed wrong answer, or
     a share when the right number appears inside a longer answer); ``False`` (the default, as in ToRL):
     1.0 for a fully correct answer, else 0.0, which leaves the policy nothing to farm."""
 
-    def __post_init__(self) -> None:
-        for name in ("max_turns", "memory_mb", "max_output_chars", "max_blocks_per_turn"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
-        timeout = self.cell_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise ValueError(f"env_config.cell_timeout_s must be a positive number, got {timeout!r}")
-        for name in ("persistent", "partial_credit"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"env_config.{name} must be true or false, got {getattr(self, name)!r}")
-        if not isinstance(self.sandbox, str):
-            raise ValueError(
-                f"env_config.sandbox must be a backend name such as 'auto', got {self.sandbox!r}"
-            )
-
     @classmethod
     def from_env_config(cls, env_config: Any) -> PythonEnvConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        values = env_config_values(env_config, cls, "python")
-        return cls(**values)
+        return read_settings(cls, env_config, "python")
 
 
 class PythonToolGroup(ToolGroup):

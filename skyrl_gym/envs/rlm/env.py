@@ -33,7 +33,6 @@ Where this differs from SkyRL, on purpose: the code runs in a sandbox, not in th
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -46,7 +45,6 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     positive_int,
     task_ground_truth,
 )
@@ -67,6 +65,7 @@ from skyrl_gym.envs.rlm.prompts import (
     code_observation,
 )
 from skyrl_gym.envs.rlm.repl import PersistentREPL, REPLResult, _iter_tool_entries
+from skyrl_gym.settings import Count, Flag, Name, PositiveNumber, read_settings, settings
 
 __all__ = [
     "DEFAULT_RLM_SYSTEM_PROMPT",
@@ -83,48 +82,29 @@ MAX_CODE_CHARS = 1_000_000
 """A longer ```` ```repl ```` block is not run (the observation says so)."""
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class RLMEnvConfig:
     """The environment's settings (``env_config``); every field has a default. Per-row settings (turns,
     the cell timeout, the callbacks) come from the extras, as in SkyRL."""
 
-    sandbox: str = "auto"
+    sandbox: Name = "auto"
     """Where the REPL runs: ``"auto"`` (the strongest sandbox here), ``"bwrap"`` or ``"process"``."""
-    memory_mb: int = 1024
+    memory_mb: Count = 1024
     """Memory of the REPL's interpreter (the context lives there too)."""
-    restricted_builtins: bool = True
+    restricted_builtins: Flag = True
     """SkyRL's builtins table in the REPL (no import, open, eval...); ``False``: all of Python, still inside
     the sandbox."""
-    max_lm_calls: int = 1024
+    max_lm_calls: Count = 1024
     """Prompts an episode's REPL may send to the LM (each ``rlm_query`` counts one); past it the LM functions
     answer with an error string."""
-    repl_timeout_s: float = 180.0
+    repl_timeout_s: PositiveNumber = 180.0
     """Seconds one cell may run when the row's ``repl_timeout`` does not say (SkyRL's default). Keep it
     below the registered step budget (240 s for ``rlm``)."""
-
-    def __post_init__(self) -> None:
-        for name in ("memory_mb", "max_lm_calls"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
-        timeout = self.repl_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise ValueError(f"env_config.repl_timeout_s must be a positive number, got {timeout!r}")
-        if not isinstance(self.restricted_builtins, bool):
-            raise ValueError(
-                f"env_config.restricted_builtins must be true or false, got {self.restricted_builtins!r}"
-            )
-        if not isinstance(self.sandbox, str):
-            raise ValueError(
-                f"env_config.sandbox must be a backend name such as 'auto', got {self.sandbox!r}"
-            )
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> RLMEnvConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        return cls(**env_config_values(env_config, cls, "rlm"))
+        return read_settings(cls, env_config, "rlm")
 
 
 class BaseRLMEnv(BaseTextEnv):

@@ -32,8 +32,6 @@ wrong with a turn, ``observation_format="search_r1"`` shows plain ``Doc 1(Title:
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any
 
 from skyrl_gym.budget import END_TERMINATED, END_TRUNCATED
@@ -42,13 +40,22 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     positive_int,
     task_ground_truth,
 )
 from skyrl_gym.envs.search.retrieval.base import RetrievalError, Retriever
 from skyrl_gym.envs.search.scoring import compute_score, em_check, extract_answer, f1_score, targets_of
 from skyrl_gym.errors import BudgetExceeded
+from skyrl_gym.settings import (
+    Count,
+    Flag,
+    NonNegativeInt,
+    NonNegativeNumber,
+    PathText,
+    PositiveNumber,
+    read_settings,
+    settings,
+)
 from skyrl_gym.tools.parsing import ToolCallParseError, parse_tag_calls
 from skyrl_gym.tools.search import OBSERVATION_FORMATS, REQUEST_FORMATS, SearchToolGroup
 
@@ -75,7 +82,7 @@ EMPTY_QUERY = "\nThe <search> block is empty: put a query between <search> and <
 """With ``invalid_action="explain"``: the observation for an empty ``<search></search>``."""
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class SearchConfig:
     """The environment's settings (``env_config``); every field has a default. SkyRL's keys
     (``search_url``, ``topk``, ``timeout``, ``log_requests``) mean what they mean there; the defaults
@@ -84,17 +91,17 @@ class SearchConfig:
     retriever: str | None = None
     """``"bm25"``, ``"dense"``, ``"hybrid"`` or ``"remote"``; unset: ``"remote"`` when ``search_url`` is
     given (SkyRL's behaviour), else ``"bm25"``."""
-    corpus_path: str | None = None
+    corpus_path: PathText | None = None
     """The JSONL corpus of the local retrievers; unset: the bundled corpus."""
     search_url: str | None = None
     """A SkyRL / Search-R1 retrieval server, e.g. ``http://127.0.0.1:8000/retrieve``."""
-    topk: int = 3
+    topk: Count = 3
     """Passages shown per search."""
-    timeout: float = 30.0
+    timeout: PositiveNumber = 30.0
     """Seconds one request to the search server may take."""
-    retries: int = 3
+    retries: NonNegativeInt = 3
     """Further attempts when the search server cannot be reached or fails (5xx)."""
-    log_requests: bool = False
+    log_requests: Flag = False
     """Log every request to the search server."""
     request_format: str = "skyrl"
     """What the search server speaks: ``"skyrl"`` (``{"query": "...", "topk": 3}``, SkyRL's server) or
@@ -112,14 +119,14 @@ class SearchConfig:
     it out instead of teaching the model on a broken search."""
     reward: str = "em"
     """``"em"``: 1.0 for an exact match after normalisation; ``"f1"``: the best token F1."""
-    max_turns: int = 2
+    max_turns: Count = 2
     """Turns per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins; SkyRL's
     trainer puts its ``generator.max_turns`` there)."""
     dense_model: str = "all-MiniLM-L6-v2"
     """The embedding model of the dense and hybrid retrievers (a name or a folder)."""
-    hybrid_weights: tuple[float, float] = (1.0, 1.0)
+    hybrid_weights: tuple[NonNegativeNumber, NonNegativeNumber] = (1.0, 1.0)
     """Weights of BM25 and dense in the hybrid retriever's reciprocal rank fusion."""
-    rrf_k: float = 60.0
+    rrf_k: PositiveNumber = 60.0
     """The rank offset of reciprocal rank fusion."""
 
     def __post_init__(self) -> None:
@@ -144,30 +151,6 @@ class SearchConfig:
                 raise ValueError(
                     f"env_config.{name} must be one of {', '.join(map(repr, allowed))}, got {getattr(self, name)!r}"
                 )
-        for name in ("topk", "max_turns"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
-        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
-            raise ValueError(f"env_config.retries must be a non-negative integer, got {self.retries!r}")
-        for name in ("timeout", "rrf_k"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(f"env_config.{name} must be a positive number, got {value!r}")
-        if not isinstance(self.log_requests, bool):
-            raise TypeError(f"env_config.log_requests must be true or false, got {self.log_requests!r}")
-        weights = self.hybrid_weights
-        if len(weights) != 2 or any(
-            isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0 for w in weights
-        ):
-            raise ValueError(
-                f"env_config.hybrid_weights must be two weights >= 0 (bm25, dense), got {weights!r}"
-            )
 
     @property
     def retriever_kind(self) -> str:
@@ -177,14 +160,7 @@ class SearchConfig:
     @classmethod
     def from_env_config(cls, env_config: Any) -> SearchConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        values = env_config_values(env_config, cls, "search")
-        if values.get("corpus_path") is not None:
-            values["corpus_path"] = str(values["corpus_path"])
-        if values.get("hybrid_weights") is not None:
-            values["hybrid_weights"] = tuple(values["hybrid_weights"])
-        return cls(**values)
+        return read_settings(cls, env_config, "search")
 
 
 SearchEnvConfig = SearchConfig

@@ -28,8 +28,6 @@ from :mod:`.tasks`.
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import math
 import re
 from typing import Any
 
@@ -39,13 +37,13 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     positive_int,
     task_ground_truth,
 )
 from skyrl_gym.envs.gsm8k import scoring
 from skyrl_gym.envs.searchcode import tasks
 from skyrl_gym.errors import BudgetExceeded
+from skyrl_gym.settings import Count, Name, PathText, PositiveNumber, read_settings, settings
 from skyrl_gym.tools import PythonCodeExecutorToolGroup, SearchToolGroup
 from skyrl_gym.tools.python import SandboxUnavailable
 
@@ -58,56 +56,37 @@ _OPENING = re.compile(r"<(\w+)>")
 _CLOSING = re.compile(r"</(\w+)>")
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class SearchCodeConfig:
     """The settings of ``searchcode`` (``env_config``); every field has a default."""
 
-    max_turns: int = 2
+    max_turns: Count = 2
     """Turns per episode when the row does not say (``extras["max_turns"]`` wins); SkyRL's default."""
-    search_url: str | None = None
+    search_url: Name | None = None
     """A retrieval server (SkyRL's API, e.g. ``http://127.0.0.1:8000/retrieve``); ``None``: the local one."""
     retriever: str = "bm25"
     """The local retriever: ``"bm25"``, ``"dense"`` or ``"hybrid"`` (see the ``search`` environment)."""
-    corpus_path: str | None = None
+    corpus_path: PathText | None = None
     """The JSONL corpus of the local retriever; ``None``: the bundled one."""
-    topk: int = 3
+    topk: Count = 3
     """Passages per search."""
-    search_timeout: float = 30.0
+    search_timeout: PositiveNumber = 30.0
     """Seconds one request to the retrieval server may take."""
-    python_timeout: float = 10.0
+    python_timeout: PositiveNumber = 10.0
     """Seconds one Python call may run (SkyRL's tool default)."""
-    sandbox: str = "auto"
+    sandbox: Name = "auto"
     """The sandbox backend of the Python tool: ``"auto"`` (the strongest available), ``"bwrap"``..."""
 
     def __post_init__(self) -> None:
-        positive_int(self.max_turns, "env_config.max_turns")
-        positive_int(self.topk, "env_config.topk")
         if self.retriever not in _LOCAL_RETRIEVERS:
             raise ValueError(
                 f"env_config.retriever must be one of {', '.join(_LOCAL_RETRIEVERS)}, got {self.retriever!r}"
-            )
-        for name in ("search_timeout", "python_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"env_config.{name} must be a positive number of seconds, got {value!r}")
-        for name in ("search_url", "corpus_path"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"env_config.{name} must be a non-empty string or null, got {value!r}")
-        if not isinstance(self.sandbox, str) or not self.sandbox:
-            raise ValueError(
-                f"env_config.sandbox must be a backend name such as 'auto', got {self.sandbox!r}"
             )
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> SearchCodeConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        values = env_config_values(env_config, cls, "searchcode")
-        if values.get("corpus_path") is not None:
-            values["corpus_path"] = str(values["corpus_path"])
-        return cls(**values)
+        return read_settings(cls, env_config, "searchcode")
 
 
 class LocalPassages:

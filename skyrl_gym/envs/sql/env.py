@@ -36,8 +36,6 @@ synthetic test split.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import re
 import zlib
 from pathlib import Path
@@ -49,7 +47,6 @@ from skyrl_gym.envs.base_text_env import (
     BaseTextEnv,
     BaseTextEnvStepOutput,
     ConversationType,
-    env_config_values,
     positive_int,
     task_ground_truth,
 )
@@ -58,6 +55,18 @@ from skyrl_gym.runtime.sql.database import (
     Database,
     open_database,
     resolve_database,
+)
+from skyrl_gym.settings import (
+    Count,
+    Flag,
+    Name,
+    NonNegativeNumber,
+    Number,
+    PathText,
+    PositiveNumber,
+    Share,
+    read_settings,
+    settings,
 )
 from skyrl_gym.tools.parsing import ToolCall, parse_tag_calls
 from skyrl_gym.tools.sql import (
@@ -107,7 +116,7 @@ PROTOCOL_DEFAULTS: dict[str, dict[str, Any]] = {
 """The settings each protocol changes when they are not given."""
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class Text2SQLConfig:
     """The environment's settings (``env_config``); every field has a default.
 
@@ -115,38 +124,38 @@ class Text2SQLConfig:
     ``transpile_from`` default to the protocol's values (:data:`PROTOCOL_DEFAULTS`).
     """
 
-    db_path: str | None = None
+    db_path: PathText | None = None
     """Root folder for tasks that name their database by ``db_id`` + ``data`` (SkyRL's layouts)."""
     protocol: str = "skyrl"
     """``"skyrl"``: SkyRL-SQL's texts and reward rules; ``"strict"``: this package's (module docstring)."""
-    max_turns: int = 5
+    max_turns: Count = 5
     """Turns per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins)."""
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: PositiveNumber = DEFAULT_TIMEOUT_S
     """Seconds a query may run before it is interrupted."""
-    max_rows: int = 50
+    max_rows: Count = 50
     """Rows shown: SkyRL cuts a too-long result to this many rows; ``strict`` never shows more."""
-    max_chars: int = FROM_PROTOCOL
+    max_chars: Count = FROM_PROTOCOL
     """Characters of a result shown: past it SkyRL cuts to ``max_rows`` rows (9000); ``strict`` stops (4000)."""
     match: str = FROM_PROTOCOL
     """``"set"``: the solution's rows equal the gold rows as sets (SkyRL); ``"execution"``: as multisets, in
     order when the gold query orders them, within ``float_tol``, in any column order if ``ignore_column_order``."""
-    require_think: bool = True
+    require_think: Flag = True
     """The format rule asks for ``<think>`` (``skyrl``: a block, and at the start of every turn after an
     observation; ``strict``: a block somewhere)."""
-    format_penalty: float = -1.0
+    format_penalty: Number = -1.0
     """Reward of an episode whose text breaks the format rule."""
-    no_solution_reward: float | None = None
+    no_solution_reward: Number | None = None
     """Reward when the turns run out without a solution; ``None`` means ``format_penalty``."""
-    float_tol: float = 1e-6
+    float_tol: NonNegativeNumber = 1e-6
     """Relative/absolute tolerance when comparing numbers in results (``match="execution"``)."""
-    ignore_column_order: bool = True
+    ignore_column_order: Flag = True
     """A solution may return the gold columns in another order (``match="execution"``)."""
-    transpile_from: str | None = FROM_PROTOCOL
+    transpile_from: Name | None = FROM_PROTOCOL
     """``None``: run queries as written (``skyrl``); a sqlglot dialect (``"sqlite"``, ``"mysql"``...): rewrite
     from it first; ``"auto"`` (``strict``): on a syntax or schema error, retry rewritten from other dialects."""
     engine: str = "auto"
     """``"auto"`` (from the file header), ``"duckdb"`` or ``"sqlite"``."""
-    reference_corrections: float = 0.0
+    reference_corrections: Share = 0.0
     """Share of tasks whose :meth:`~Text2SQLEnv.reference_episode` is a correction episode: a near-miss first
     query (:mod:`.corrections`), the database's real answer to it, then the gold solution with a line that reads
     that answer. Which tasks is fixed by the question; the others run the gold query first."""
@@ -162,24 +171,6 @@ class Text2SQLConfig:
         for name, value in PROTOCOL_DEFAULTS[self.protocol].items():
             if getattr(self, name) is FROM_PROTOCOL:
                 object.__setattr__(self, name, value)
-        _check_type("max_turns", self.max_turns, int, positive=True)
-        _check_type("max_rows", self.max_rows, int, positive=True)
-        _check_type("max_chars", self.max_chars, int, positive=True)
-        _check_type("timeout_s", self.timeout_s, (int, float), positive=True)
-        _check_type("float_tol", self.float_tol, (int, float))
-        _check_type("format_penalty", self.format_penalty, (int, float))
-        _check_type("reference_corrections", self.reference_corrections, (int, float))
-        if not 0 <= self.reference_corrections <= 1:
-            raise ValueError(
-                f"env_config.reference_corrections is a share, from 0 to 1; got {self.reference_corrections!r}"
-            )
-        if self.float_tol < 0:
-            raise ValueError(f"env_config.float_tol must be >= 0, got {self.float_tol!r}")
-        if self.no_solution_reward is not None:
-            _check_type("no_solution_reward", self.no_solution_reward, (int, float))
-        for name in ("require_think", "ignore_column_order"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"env_config.{name} must be true or false, got {getattr(self, name)!r}")
         if self.match not in ("set", "execution"):
             raise ValueError(f"env_config.match must be 'set' or 'execution', got {self.match!r}")
         if self.match == "set" and (self.float_tol != 1e-6 or self.ignore_column_order is not True):
@@ -193,10 +184,6 @@ class Text2SQLConfig:
             raise ValueError(
                 f"env_config.sqlite_temp_store must be 'memory' or 'file', got {self.sqlite_temp_store!r}"
             )
-        if self.transpile_from is not None and not isinstance(self.transpile_from, str):
-            raise TypeError(
-                f"env_config.transpile_from must be a dialect name, 'auto' or null, got {self.transpile_from!r}"
-            )
         if self.transpile_from not in (None, "auto"):
             from sqlglot.dialects.dialect import Dialect
 
@@ -208,25 +195,11 @@ class Text2SQLConfig:
     @classmethod
     def from_env_config(cls, env_config: Any) -> Text2SQLConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        values = env_config_values(env_config, cls, "text2sql", aliases={"db_file_path": "db_path"})
-        if values.get("db_path") is not None:
-            values["db_path"] = str(values["db_path"])
-        return cls(**values)
+        return read_settings(cls, env_config, "text2sql", aliases={"db_file_path": "db_path"})
 
 
 Text2SQLEnvConfig = Text2SQLConfig
 """SkyRL's name for the settings class (its one field, ``db_path``, is ours too)."""
-
-
-def _check_type(name: str, value: Any, types: Any, *, positive: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, types):
-        raise TypeError(f"env_config.{name} must be a number, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"env_config.{name} must be finite, got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"env_config.{name} must be positive, got {value!r}")
 
 
 def _first_sql_block(text: str) -> str | None:

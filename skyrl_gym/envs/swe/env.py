@@ -25,16 +25,15 @@ Made without a task, ``reset(seed=...)`` draws an instance of the test split of 
 from __future__ import annotations
 
 import base64
-import dataclasses
-import math
 import tarfile
 import time
 from typing import Any
 
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import ConversationType, env_config_values, task_ground_truth
+from skyrl_gym.envs.base_text_env import ConversationType, task_ground_truth
 from skyrl_gym.envs.shell_task import CommandRun, ShellTaskEnv
 from skyrl_gym.envs.swe.tasks import SWEInstance, instance_from_extras, load_split
+from skyrl_gym.settings import Count, Flag, PathText, PositiveNumber, read_settings, settings
 
 __all__ = ["SWEEnv", "SWEEnvConfig", "SYSTEM_PROMPT", "instance_prompt"]
 
@@ -56,31 +55,31 @@ def instance_prompt(instance: SWEInstance, workdir: str = "/testbed") -> Convers
     ]
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class SWEEnvConfig:
     """The environment's settings (``env_config``); every field has a default."""
 
     backend: str = "docker"
     """Where episodes run: ``docker`` (a container per episode) or ``bwrap`` (a folder, bubblewrap sandbox)."""
-    max_turns: int = 30
+    max_turns: Count = 30
     """Replies per episode when the row's ``extras`` do not say (``extras["max_turns"]`` wins)."""
-    max_episode_s: float = 1800.0
+    max_episode_s: PositiveNumber = 1800.0
     """Wall-clock seconds of the episode (set-up and verification not counted); then it ends, truncated."""
-    command_timeout_s: float = 60.0
+    command_timeout_s: PositiveNumber = 60.0
     """Wall-clock seconds one command may run before it is stopped."""
-    max_commands_per_turn: int = 4
+    max_commands_per_turn: Count = 4
     """Commands run per reply; later ones are skipped with a note."""
-    max_output_chars: int = 4000
+    max_output_chars: Count = 4000
     """Characters of one command's output shown (its beginning and end are kept)."""
-    test_timeout_s: float = 300.0
+    test_timeout_s: PositiveNumber = 300.0
     """Wall-clock seconds of the test run at verification (``test_timeout`` past it)."""
-    memory_mb: int = 2048
+    memory_mb: Count = 2048
     """Memory of the container, or of each sandboxed command."""
-    cpus: float = 1.0
+    cpus: PositiveNumber = 1.0
     """CPU quota in cores."""
-    disk_mb: int = 1024
+    disk_mb: Count = 1024
     """Size of each writable place of the container (memory-backed)."""
-    instances_path: str | None = None
+    instances_path: PathText | None = None
     """The instance file rows name by ``instance_id`` (default ``$SKYRL_SWE_INSTANCES`` or
     ``datasets/swe/instances.jsonl.gz``)."""
     image_template: str | None = None
@@ -95,39 +94,20 @@ class SWEEnvConfig:
     test_command: str | None = None
     """How users' rows without ``test_command`` run their tests (``{test_files}`` is replaced); default pytest
     on the test files of the test ids."""
-    timings: bool = True
+    timings: Flag = True
     """Show how long commands, set-up and verification took; ``False`` makes equal actions give equal
     episodes."""
 
     def __post_init__(self) -> None:
-        for name in ("max_turns", "max_commands_per_turn", "max_output_chars", "memory_mb", "disk_mb"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
-        for name in ("max_episode_s", "command_timeout_s", "test_timeout_s", "cpus"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"env_config.{name} must be a positive number, got {value!r}")
         from skyrl_gym.envs.swe.backends import BACKENDS
 
         if self.backend not in BACKENDS:
             raise ValueError(f"env_config.backend must be one of {sorted(BACKENDS)}, got {self.backend!r}")
-        if self.container_env is not None and not (
-            hasattr(self.container_env, "items")
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.container_env.items())
-        ):
-            raise ValueError(
-                f"env_config.container_env must map names to strings, got {self.container_env!r}"
-            )
-        if not isinstance(self.timings, bool):
-            raise ValueError(f"env_config.timings must be true or false, got {self.timings!r}")
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> SWEEnvConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        return cls(**env_config_values(env_config, cls, "swe"))
+        return read_settings(cls, env_config, "swe")
 
 
 class SWEEnv(ShellTaskEnv):

@@ -27,7 +27,6 @@ Made without a task, ``reset(seed=...)`` draws one from the test split of ``data
 from __future__ import annotations
 
 import base64
-import dataclasses
 import math
 import threading
 import time
@@ -35,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_gym.core import Task
-from skyrl_gym.envs.base_text_env import ConversationType, env_config_values, task_ground_truth
+from skyrl_gym.envs.base_text_env import ConversationType, task_ground_truth
 from skyrl_gym.envs.shell_task import CommandRun, ShellTaskEnv
 from skyrl_gym.envs.terminal.tasks import TerminalTask, default_tasks_dir, load_split, load_task, task_image
+from skyrl_gym.settings import Count, Flag, NonNegativeInt, PathText, PositiveNumber, read_settings, settings
 
 __all__ = ["TerminalEnv", "TerminalEnvConfig", "instruction_prompt", "SYSTEM_PROMPT"]
 
@@ -58,48 +58,33 @@ def instruction_prompt(task: TerminalTask) -> ConversationType:
     ]
 
 
-@dataclasses.dataclass(frozen=True)
+@settings(frozen=True)
 class TerminalEnvConfig:
     """The environment's settings (``env_config``); every field has a default."""
 
-    max_turns: int = 30
+    max_turns: Count = 30
     """Replies per episode when the task's ``extras`` do not say (``extras["max_turns"]`` wins)."""
-    tasks_dir: str | None = None
+    tasks_dir: PathText | None = None
     """Where task folders named by a row are found (default: ``$SKYRL_TERMINAL_TASKS`` or the repository's
     ``datasets/terminal/tasks``)."""
-    command_timeout_s: float = 30.0
+    command_timeout_s: PositiveNumber = 30.0
     """Wall-clock seconds one command may run before it is interrupted."""
-    max_commands_per_turn: int = 4
+    max_commands_per_turn: Count = 4
     """Commands run per reply; later ones are skipped with a note."""
-    max_output_chars: int = 4000
+    max_output_chars: Count = 4000
     """Characters of one command's output shown (its beginning and end are kept)."""
-    max_processes: int = 256
+    max_processes: Count = 256
     """Processes and threads alive at once in the container."""
-    pool: int = 0
+    pool: NonNegativeInt = 0
     """Containers per task image kept started ahead of time (shared by the episodes of this process)."""
-    timings: bool = True
+    timings: Flag = True
     """Show how long each command and the verification took (observations and metadata); ``False`` makes equal
     actions give byte-equal episodes."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_turns", "max_commands_per_turn", "max_output_chars", "max_processes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"env_config.{name} must be a positive integer, got {value!r}")
-        if isinstance(self.pool, bool) or not isinstance(self.pool, int) or self.pool < 0:
-            raise ValueError(f"env_config.pool must be a non-negative integer, got {self.pool!r}")
-        timeout = self.command_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise ValueError(f"env_config.command_timeout_s must be a positive number, got {timeout!r}")
-        if not isinstance(self.timings, bool):
-            raise ValueError(f"env_config.timings must be true or false, got {self.timings!r}")
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> TerminalEnvConfig:
         """Read the fields from a dict, an OmegaConf ``DictConfig``, a dataclass or ``None``."""
-        if isinstance(env_config, cls):
-            return env_config
-        return cls(**env_config_values(env_config, cls, "terminal"))
+        return read_settings(cls, env_config, "terminal")
 
 
 _pools: dict[tuple, Any] = {}
