@@ -8,7 +8,10 @@ in any environment that lends the capability they need:
 - ``read_file``, ``write_file``, ``list_files``: files, paths relative to the workspace's root or absolute
   inside it (capability ``"files"``);
 - ``sql(query)``, ``search(query, k)``, ``python(code, timeout_s)``: optional capabilities, each returning
-  the text to show the model.
+  the text to show the model;
+- any other capability, by a name of its own: a workspace offers it by listing the name and answering
+  ``call(name, ...)`` (a :class:`FunctionWorkspace` takes it as a keyword: ``FunctionWorkspace(browse=fetch)``),
+  and a tool that needs it declares the name (``@agent_tool(requires=["browse"])``) and uses ``call``.
 
 A capability a workspace lacks raises :class:`WorkspaceUnsupported`; ``supports(name)`` says beforehand, so
 an agent can offer only the tools that work. Failures of what runs inside (a command that exits 1 or times
@@ -48,7 +51,7 @@ __all__ = [
 ]
 
 CAPABILITIES = ("run", "files", "sql", "search", "python")
-"""The names ``Workspace.supports`` knows."""
+"""The built-in capabilities, each a method of :class:`Workspace`; the set is open (:meth:`Workspace.call`)."""
 
 
 class WorkspaceUnsupported(NotImplementedError):
@@ -77,11 +80,21 @@ class Workspace:
     """
 
     capabilities: frozenset[str] = frozenset()
-    """The capabilities this workspace offers (names from :data:`CAPABILITIES`)."""
+    """The capabilities this workspace offers: names from :data:`CAPABILITIES` or its own."""
 
     def supports(self, capability: str) -> bool:
         """Whether the workspace offers ``capability``."""
         return capability in self.capabilities
+
+    def call(self, capability: str, *args: Any, **kwargs: Any) -> Any:
+        """Use ``capability`` by name: the method of a built-in one (``call("sql", query)`` is
+        ``sql(query)``); a workspace that offers capabilities of its own answers for them here.
+        :class:`WorkspaceUnsupported` when it is not offered."""
+        if capability == "files":
+            raise ValueError("'files' is three methods: read_file, write_file and list_files")
+        if capability not in self.capabilities or capability not in CAPABILITIES:
+            raise self._unsupported(capability)
+        return getattr(self, capability)(*args, **kwargs)
 
     def _unsupported(self, capability: str) -> WorkspaceUnsupported:
         offered = ", ".join(sorted(self.capabilities)) or "nothing"
@@ -125,13 +138,16 @@ class Workspace:
 
 
 class FunctionWorkspace(Workspace):
-    """A workspace made of plain functions: ``FunctionWorkspace(sql=run_query)`` offers the ``sql`` capability.
+    """A workspace made of plain functions: ``FunctionWorkspace(sql=run_query)`` offers the ``sql`` capability,
+    ``FunctionWorkspace(browse=fetch)`` a capability of its own, ``browse`` (used through :meth:`call`).
 
     Args:
         sql: ``sql(query) -> str``.
         search: ``search(query, k) -> str``.
         python: ``python(code, timeout_s) -> str``.
         key: the name tools key their caches by (default: one per instance).
+        others: further capabilities, name -> function (not ``run`` or ``files``, which are methods with a
+            contract of their own: see :class:`LocalDirWorkspace`).
     """
 
     def __init__(
@@ -141,16 +157,23 @@ class FunctionWorkspace(Workspace):
         search: Callable[[str, int], str] | None = None,
         python: Callable[[str, float], str] | None = None,
         key: str | None = None,
+        **others: Callable[..., Any] | None,
     ):
-        self._functions = {"sql": sql, "search": search, "python": python}
+        reserved = sorted(set(others) & {"run", "files"})
+        if reserved:
+            raise ValueError(f"FunctionWorkspace cannot take {', '.join(reserved)}: use a workspace class")
+        self._functions = {"sql": sql, "search": search, "python": python, **others}
         self.capabilities = frozenset(name for name, function in self._functions.items() if function)
         self._key = key
 
-    def _call(self, capability: str, *args: Any) -> str:
-        function = self._functions[capability]
+    def _call(self, capability: str, *args: Any, **kwargs: Any) -> Any:
+        function = self._functions.get(capability)
         if function is None:
             raise self._unsupported(capability)
-        return function(*args)
+        return function(*args, **kwargs)
+
+    def call(self, capability: str, *args: Any, **kwargs: Any) -> Any:
+        return self._call(capability, *args, **kwargs)
 
     def sql(self, query: str) -> str:
         return self._call("sql", query)

@@ -81,6 +81,23 @@ def test_tools_offered_follow_the_workspace(repo):
     assert not output.ok and "needs run" in output.content
 
 
+def test_a_tool_may_need_a_capability_the_project_does_not_name():
+    @agent_tool(name="browse", requires=["browse"], register=False)
+    def browse(workspace, url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: the page's address.
+        """
+        return workspace.call("browse", url)
+
+    browser = FunctionWorkspace(browse=lambda url: f"page at {url}")
+    assert browse.available(browser) and not browse.available(FunctionWorkspace(sql=lambda query: ""))
+    assert browse.call(browser, {"url": "https://example.org"}).content == "page at https://example.org"
+    output = browse.call(FunctionWorkspace(sql=lambda query: ""), {"url": "x"})
+    assert not output.ok and "needs browse" in output.content
+
+
 # -- editor ----------------------------------------------------------------------------------------------------
 def test_editor_view_with_line_numbers_and_ranges(repo):
     whole = call(repo, "editor", command="view", path="shop/cart.py").content

@@ -68,3 +68,19 @@ def test_capabilities():
         workspace.run("ls")
     with pytest.raises(WorkspaceUnsupported):
         Workspace().read_file("x")
+
+
+def test_a_capability_of_its_own_is_offered_by_name_and_used_through_call():
+    pages = {"https://example.org": "<h1>Example</h1>"}
+    workspace = FunctionWorkspace(browse=lambda url: pages.get(url, "404"), sql=lambda query: "rows")
+    assert workspace.capabilities == {"browse", "sql"} and workspace.supports("browse")
+    assert workspace.call("browse", "https://example.org") == "<h1>Example</h1>"
+    assert workspace.call("sql", "SELECT 1") == "rows"  # a built-in one by name too
+    with pytest.raises(WorkspaceUnsupported, match="offers no 'fly'"):
+        workspace.call("fly")
+    with pytest.raises(ValueError, match="cannot take run"):
+        FunctionWorkspace(run=lambda command: "")
+    # a workspace class answers call() for its built-in methods, and refuses what it does not offer
+    assert not Workspace().supports("browse")
+    with pytest.raises(WorkspaceUnsupported):
+        Workspace().call("sql", "SELECT 1")
