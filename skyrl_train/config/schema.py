@@ -706,6 +706,13 @@ class EvalSetConfig(Section):
         default_factory=lambda: ["before", "after_warmup", "after_rl"], min_length=1
     )
     """The stages that evaluate the set: before training, after the warm-up, after RL."""
+    n_samples: int | None = Field(None, ge=1)
+    """Samples per question; its outcome is the share that earned the full reward (mean@n). null:
+    generator.eval_n_samples_per_prompt."""
+    temperature: Float | None = Field(None, ge=0)
+    """Sampling temperature of this set; null: generator.eval_sampling_params.temperature. A set may be
+    scored greedily and another over the same files sampled (``n_samples: 8, temperature: 1.0``), so that the
+    summary shows greedy accuracy and mean@8 side by side."""
 
 
 class DataConfig(Section):

@@ -9,7 +9,8 @@ and after RL, so that a run can say how much each stage changed and how sure tha
         chinook: {paths: [data/text2sql/chinook.parquet], stages: [before, after_rl]}
 
 At each stage every question is rolled out ``generator.eval_n_samples_per_prompt`` times with the evaluation
-sampling settings; its outcome is the share of its samples that earned the full reward (error samples left
+sampling settings (a set's own ``n_samples`` and ``temperature`` replace them: greedy accuracy and mean@8 at
+temperature 1 over the same files are two sets); its outcome is the share of its samples that earned the full reward (error samples left
 out). :meth:`StageEvaluator.summary` turns the outcomes into the stage table: per set and stage, n, accuracy
 and its standard error, per level (``trainer.eval_breakdown_column``); the paired change between consecutive
 stages and from the first to the last, with its standard error (:mod:`skyrl_train.evaluation.stats`); the
@@ -42,6 +43,10 @@ class EvalSet:
     name: str
     rows: list[dict[str, Any]]
     stages: tuple[str, ...]
+    n_samples: int | None = None
+    """Samples per question (``None``: the evaluator's)."""
+    params: Any = None
+    """Sampling parameters (``None``: the evaluator's)."""
 
 
 @dataclasses.dataclass
@@ -115,7 +120,10 @@ class StageEvaluator:
                 skipped[name] = missing
                 continue
             rows = [row for path in spec.paths for row in read_rows(path)]
-            sets.append(EvalSet(name, rows, tuple(spec.stages)))
+            params = None
+            if spec.temperature is not None:
+                params = eval_sampling(config).model_copy(update={"temperature": spec.temperature})
+            sets.append(EvalSet(name, rows, tuple(spec.stages), spec.n_samples, params))
         evaluator = cls(
             sets,
             eval_sampling(config),
@@ -169,10 +177,12 @@ class StageEvaluator:
     def _evaluate(self, generator: Any, eval_set: EvalSet, stage: str, step: int) -> StageRecord:
         start = time.perf_counter()
         rows = eval_set.rows
+        n_samples = eval_set.n_samples or self.n_samples
+        params = self.params if eval_set.params is None else eval_set.params
         trajectories = []
         for offset in range(0, len(rows), self.batch_size):
             chunk = rows[offset : offset + self.batch_size]
-            out = asyncio.run(generator.generate(chunk, self.n_samples, self.params, group_offset=offset))
+            out = asyncio.run(generator.generate(chunk, n_samples, params, group_offset=offset))
             trajectories += out.trajectories
         threshold = getattr(generator, "pass_threshold", 1.0)
         samples: dict[int, list[float]] = {}

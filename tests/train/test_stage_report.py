@@ -215,3 +215,43 @@ def test_a_run_evaluates_its_sets_at_each_stage_and_writes_the_report(tiny_model
     assert all(len(x["outcomes"]) + s["errors"] == 3 for x, s in zip(outcomes, stages, strict=True))
     report = (run_dir / "report.md").read_text()
     assert "### heldout (3 questions)" in report and "Not evaluated: chinook" in report
+
+
+def test_a_set_may_sample_its_questions_its_own_way(tokenizer, rows, tmp_path):
+    """A set's own ``n_samples`` and ``temperature`` (mean@n at temperature 1 beside the greedy headline): every
+    question is sampled that many times with those parameters, its outcome the share that was right."""
+    answered = {}
+
+    def script(conversation: str) -> str:
+        row = next(r for r in rows if r["extra_info"]["question"].strip() in conversation)
+        count = answered[row["extra_info"]["question"]] = answered.get(row["extra_info"]["question"], 0) + 1
+        # right on the first of every 4 samples of a question, wrong on the others
+        answer = row["reward_spec"]["ground_truth"] if count % 4 == 1 else "SELECT 12345"
+        return f"<think>try</think>\n<solution>{answer}</solution>"
+
+    engine = ScriptedEngine(tokenizer, script)
+    hot = PARAMS.model_copy(update={"temperature": 1.0})
+    evaluator = StageEvaluator(
+        [EvalSet("greedy", rows, ("after_rl",)), EvalSet("sampled", rows, ("after_rl",), 4, hot)],
+        PARAMS,
+        batch_size=4,
+    )
+    metrics = evaluator.run(MultiTurnGenerator(engine, max_turns=2), "after_rl", 1)
+    # greedy: one sample each, the first, right; sampled: four more each, one of them right
+    assert metrics["eval/greedy/accuracy"] == 1.0 and metrics["eval/sampled/accuracy"] == pytest.approx(0.25)
+    temperatures = [call.params.temperature for call in engine.calls]
+    assert temperatures.count(0.0) == len(rows) and temperatures.count(1.0) == 4 * len(rows)
+
+    # from the config: a set's keys reach its EvalSet; unset, the run's own settings apply
+    path = tmp_path / "heldout.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = load_config(
+        "sql_cpu",
+        [
+            f"data.eval_sets={{greedy: {{paths: [{path}]}}, "
+            f"sampled: {{paths: [{path}], n_samples: 8, temperature: 1.0, stages: [after_rl]}}}}",
+        ],
+    )
+    greedy, sampled = StageEvaluator.from_config(config).sets
+    assert (greedy.n_samples, greedy.params) == (None, None)
+    assert sampled.n_samples == 8 and sampled.params.temperature == 1.0 and sampled.stages == ("after_rl",)
