@@ -72,6 +72,10 @@ def resume_path(config: Config) -> Path | None:
     return ckpt.find_latest(tr.run_dir)
 
 
+SELF_CORRECTION_SEEDS = 1_000_000
+"""The sampling seed offset of the warm-up's self-correction steps (RL's step ``s`` samples with seed + s)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class LoopPlan:
     """What the training loop does when, from the ``trainer`` and ``generator`` sections."""
@@ -643,8 +647,10 @@ class Trainer:
             start = (i * loop.warmup_batch_size) % len(rows)
             chunk = (rows + rows)[start : start + loop.warmup_batch_size]
             self._sync_weights(check=False)  # the model samples its own episodes with the weights so far
+            # seeds of their own, apart from the RL steps' (seed + step)
+            sampling_params = rollout_sampling(self.cfg, SELF_CORRECTION_SEEDS + j)
             sampled = asyncio.run(
-                self.generator.generate(chunk, loop.self_correction_samples, rollout_sampling(self.cfg, 0))
+                self.generator.generate(chunk, loop.self_correction_samples, sampling_params)
             )
             self._sleep_engine()
             metrics = self_correction_step(
