@@ -101,9 +101,12 @@ def serve(tokenizer, solve: bool):
 
 
 def run(argv: list[str], capsys) -> dict:
+    """The ``--json`` result of ``skyrl-train eval``; ``result["shown"]`` is what it printed before it (the
+    table and, with ``--show``, the episodes), for a failure's message."""
     assert main(["eval", "--env", "swe", *BWRAP, *argv, "--json"]) == 0
     out = capsys.readouterr().out
-    return json.loads(out[out.index("{") :])
+    start = out.rindex('{\n  "pass_at_k"')
+    return {**json.loads(out[start:]), "shown": out[:start]}
 
 
 @pytest.mark.parametrize("agent", ["multi_turn", "react"])
@@ -114,12 +117,14 @@ def test_a_server_playing_the_known_fix_resolves_every_instance(tokenizer, capsy
         # both instances at once: their set-ups and verifications run side by side on this machine
         argv = ["--base-url", url, "--model", EMBEDDED, "--agent", agent, "--limit", "2"]
         argv += ["--max-tokens", "16384"]  # the fix is one base64 command
+        argv += ["--show", "2"]  # both episodes, with the verification's observation, for a failure's message
         result = run(argv, capsys)
     finally:
         server.shutdown()
         server.server_close()
     overall, metrics = result["pass_at_k"]["overall"], result["metrics"]
-    assert overall["tasks"] == 2.0 and overall["errors"] == 0.0 and overall["pass@1"] == 1.0
+    shown = result["shown"][-6000:]
+    assert overall["tasks"] == 2.0 and overall["errors"] == 0.0 and overall["pass@1"] == 1.0, shown
     # the hidden tests ran on a fresh copy with the agent's diff and all passed, for both instances
     assert metrics["environment/swe/resolved"] == 1.0 and metrics["environment/swe/infra_error"] == 0.0
     assert metrics["generate/end/terminated"] == 2.0
