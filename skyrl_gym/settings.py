@@ -18,7 +18,7 @@ import dataclasses
 import difflib
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, Strict, ValidationError
@@ -150,9 +150,9 @@ def _plain(value: Any) -> Any:
     """OmegaConf containers (and other mappings and sequences) as dicts and lists, for the validator."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return value
-    if isinstance(value, Mapping) or (hasattr(value, "items") and hasattr(value, "keys")):
+    if isinstance(value, Mapping):  # a DictConfig is one
         return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple) or type(value).__name__ == "ListConfig":
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):  # a ListConfig is one
         return [_plain(item) for item in value]
     return value
 
