@@ -323,7 +323,10 @@ class WarmupConfig(Section):
     sampled ``self_correction_samples`` times with the rollout settings; an episode whose first turn ran a
     query (a tool call) is trained on as that turn, kept only in its decision to query when its result was
     wrong, then the environment's continuation that reads the observation and answers
-    (``reference_continuation()``); a right answer given at once is trained on as it is. 0: none."""
+    (``reference_continuation()``); a right answer given at once is trained on as it is, a wrong one as the
+    reference answer. Query-first episodes are kept to ``episode_fraction`` of each step (the surplus
+    becomes reference answers, a shortfall reference episodes), so that RL still has the decision to
+    learn. 0: none."""
     self_correction_samples: int = Field(4, ge=1)
     """Samples per row in a self-correction step."""
     eval_after: bool = True

@@ -660,6 +660,8 @@ class Trainer:
                 chunk,
                 sampled.trajectories,
                 params,
+                episode_fraction=loop.warmup_episode_fraction,
+                seed=tr.seed + i,
                 loss_reduction=loop.warmup_loss_reduction,
             )
             metrics["time/warmup_elapsed_s"] = time.perf_counter() - bar_start

@@ -62,29 +62,34 @@ def reference_episodes(
     row's prompt, asked, and closed.
     """
     rng = random.Random(seed)
-    share = episode_fraction * len(rows)
-    count = int(share) + (rng.random() < share - int(share))
-    drawn = set(rng.sample(range(len(rows)), count))
-    out: list[list[str] | None] = []
-    for index, row in enumerate(rows):
-        whole_episode = index in drawn
-        env, prompt = generator.make_env(row)
-        try:
-            env.init(prompt)
-            if whole_episode:
-                actions = env.reference_episode()
-            else:
-                action = env.reference_action()
-                # a list is a reference played over several steps (the terminal's commands, then submit)
-                actions = (
-                    None if action is None else list(action) if isinstance(action, list | tuple) else [action]
-                )
-        finally:
-            env.close()
-        if not actions or not all(isinstance(a, str) for a in actions):
-            actions = None
-        out.append(None if actions is None else list(actions))
-    return out
+    drawn = set(rng.sample(range(len(rows)), _drawn_count(episode_fraction * len(rows), rng)))
+    return [_reference(row, generator, index in drawn) for index, row in enumerate(rows)]
+
+
+def _drawn_count(share: float, rng: random.Random) -> int:
+    """``share`` as a whole number: its floor, one more with the probability of its fraction."""
+    return int(share) + (rng.random() < share - int(share))
+
+
+def _reference(row: dict[str, Any], generator: Any, whole_episode: bool) -> list[str] | None:
+    """The reference of ``row``'s environment: its ``reference_episode()`` when ``whole_episode``, else its
+    ``[reference_action()]`` (a list played as it is); ``None`` when it knows none (or it is not text)."""
+    env, prompt = generator.make_env(row)
+    try:
+        env.init(prompt)
+        if whole_episode:
+            actions = env.reference_episode()
+        else:
+            action = env.reference_action()
+            # a list is a reference played over several steps (the terminal's commands, then submit)
+            actions = (
+                None if action is None else list(action) if isinstance(action, list | tuple) else [action]
+            )
+    finally:
+        env.close()
+    if not actions or not all(isinstance(a, str) for a in actions):
+        return None
+    return list(actions)
 
 
 def scripted_turns(actions: Sequence[str]) -> Callable[[str], str]:
@@ -225,37 +230,82 @@ def own_episodes(
     tokenizer: Any,
     params: SamplingParams,
     pass_threshold: float,
+    *,
+    episode_fraction: float,
+    seed: int,
 ) -> tuple[list[Any], dict[str, float]]:
-    """The trajectories a self-correction step trains on, from the model's own ``sampled`` rollouts of
-    ``rows`` (``group_id`` is the row's index), each played again through its environment with a
-    :class:`ScriptedEngine`: one whose first turn did not end the episode (a query, a tool call) as that first
-    turn then its environment's continuation (:func:`continued_episodes`); one that ended in a single turn as
-    it is, when it earned the full reward (an answer given at once has nothing to read and correct; a wrong
-    one is left out). Also the counts (``warmup/own_*``).
+    """The trajectories a self-correction step trains on, one per usable sample of the model's own
+    ``sampled`` rollouts of ``rows`` (``group_id`` is the row's index), each played through its environment
+    with a :class:`ScriptedEngine`; and the counts (``warmup/own_*``: what the model did, ``warmup/trained_*``:
+    what each sample became).
+
+    - A sample whose first turn did not end the episode (a query, a tool call) becomes that first turn, then
+      its environment's continuation (:func:`continued_episodes`): the model's own query, read and corrected
+      (``trained_own_query``).
+    - A sample answered at once stays as it is when it earned the full reward (``trained_own_answer``), and
+      becomes the row's reference answer, ``reference_action()``, when it did not (``trained_reference_answer``).
+
+    Query-first episodes then make up ``episode_fraction`` of them, as in the reference steps (the share drawn
+    as :func:`reference_episodes` draws it, seeded by ``seed``), so that the model's own habit does not take
+    over: the surplus of a model that queries first more often becomes the rows' reference answers (first
+    those whose first query was right: a query that only confirms teaches least; then by the seeded draw);
+    a model that queries less has some of its answers given at once (wrong ones first) turned into the rows'
+    ``reference_episode()`` (``trained_reference_episode``). Samples that ended in an error, episodes with no
+    continuation and rows whose environment knows no reference are left out.
     """
     from skyrl_gym.core import Misstep
 
+    rng = random.Random(seed)
     ok = [t for t in sampled if not t.is_error]
     acted = [t for t in ok if len(t.turn_spans) > 1]
-    direct = [t for t in ok if len(t.turn_spans) == 1 and t.reward >= pass_threshold]
+    at_once = [t for t in ok if len(t.turn_spans) == 1]
     continued = continued_episodes(
         [rows[t.group_id] for t in acted],
         [first_turn(t, tokenizer) for t in acted],
         _scripted_generator(generator_factory, tokenizer, []),
     )
-    chosen = [t for t, e in zip(acted, continued, strict=True) if e is not None] + direct
-    episodes = [e for e in continued if e is not None] + [[first_turn(t, tokenizer)] for t in direct]
+    queries = [(t.group_id, e) for t, e in zip(acted, continued, strict=True) if e is not None]
+    right = [t.reward >= pass_threshold for t in at_once]
+    target = _drawn_count(episode_fraction * (len(queries) + len(at_once)), rng)
+    # the order in which samples give way: confirming queries before corrections, wrong answers before right
+    # ones, each kind in a seeded draw
+    query_order = sorted(
+        range(len(queries)), key=lambda k: (isinstance(queries[k][1][0], Misstep), rng.random())
+    )
+    answer_order = sorted(range(len(at_once)), key=lambda k: (right[k], rng.random()))
+    surplus = set(query_order[: max(len(queries) - target, 0)])
+    swapped = set(answer_order[: max(target - len(queries), 0)])
+    plan: list[tuple[int, str, list[str] | None]] = []  # (row, kind, the episode; None: the row's reference)
+    for k, (index, episode) in enumerate(queries):
+        plan.append((index, "reference_answer", None) if k in surplus else (index, "own_query", episode))
+    for k, t in enumerate(at_once):
+        if k in swapped:
+            plan.append((t.group_id, "reference_episode", None))
+        elif right[k]:
+            plan.append((t.group_id, "own_answer", [first_turn(t, tokenizer)]))
+        else:
+            plan.append((t.group_id, "reference_answer", None))
+    reference = _scripted_generator(generator_factory, tokenizer, [])
+    played = [
+        (index, kind, episode or _reference(rows[index], reference, kind == "reference_episode"))
+        for index, kind, episode in plan
+    ]
+    played = [(index, kind, episode) for index, kind, episode in played if episode is not None]
     trajectories = play_episodes(
-        [rows[t.group_id] for t in chosen], episodes, generator_factory, tokenizer, params
+        [rows[index] for index, _, _ in played],
+        [e for _, _, e in played],
+        generator_factory,
+        tokenizer,
+        params,
     )
     counts = {
         "warmup/own_sampled": float(len(sampled)),
         "warmup/own_acted_first": float(len(acted)),
-        "warmup/own_first_turn_right": float(
-            sum(1 for e in continued if e is not None and not isinstance(e[0], Misstep))
-        ),
-        "warmup/own_direct_solved": float(len(direct)),
+        "warmup/own_first_turn_right": float(sum(1 for _, e in queries if not isinstance(e[0], Misstep))),
+        "warmup/own_direct_solved": float(sum(right)),
     }
+    for kind in ("own_query", "own_answer", "reference_answer", "reference_episode"):
+        counts[f"warmup/trained_{kind}"] = float(sum(1 for _, k, _ in played if k == kind))
     return trajectories, counts
 
 
@@ -293,16 +343,27 @@ def self_correction_step(
     sampled: Sequence[Any],
     params: SamplingParams,
     *,
+    episode_fraction: float,
+    seed: int,
     loss_reduction: str | None = None,
 ) -> dict[str, float]:
     """One warm-up step on the model's own rollouts ``sampled`` of ``rows`` (:func:`own_episodes`): its own
-    first queries, read and corrected by the environment's continuation, and its own direct answers that
-    were right. The step is :func:`supervised_step`'s (:func:`train_on`); with nothing to train on (no
-    query run, no right answer) it makes no update."""
+    first queries, read and corrected by the environment's continuation, and its own answers given at once
+    (the wrong ones as the reference answer), query-first in the proportion ``episode_fraction``. The step is
+    :func:`supervised_step`'s (:func:`train_on`); with nothing to train on it makes no update."""
     threshold = _scripted_generator(generator_factory, tokenizer, []).pass_threshold
-    trajectories, counts = own_episodes(rows, sampled, generator_factory, tokenizer, params, threshold)
+    trajectories, counts = own_episodes(
+        rows,
+        sampled,
+        generator_factory,
+        tokenizer,
+        params,
+        threshold,
+        episode_fraction=episode_fraction,
+        seed=seed,
+    )
     if not any(not t.is_error and t.reward >= threshold for t in trajectories):
-        # a model that neither queried nor answered right gives nothing to learn from: no update
+        # no sample gave an episode that earns the reward (every one an error, no reference): no update
         return {**counts, "warmup/trajectories": 0.0, "warmup/dropped": float(len(sampled))}
     return {**train_on(policy, trajectories, tokenizer, len(sampled), threshold, loss_reduction), **counts}
 

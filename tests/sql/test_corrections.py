@@ -8,7 +8,7 @@ from shopdb import ENGINES, SHOP_QUESTIONS, shop_task
 
 import skyrl_gym
 from skyrl_gym.core import Misstep
-from skyrl_gym.envs.sql.corrections import RunResult, near_misses
+from skyrl_gym.envs.sql.corrections import RunResult, misnamed, near_misses
 from skyrl_gym.runtime.sql.database import open_database
 from skyrl_gym.tools.sql import SQLCodeExecutorToolGroup
 
@@ -68,6 +68,45 @@ def test_each_kind_of_near_miss_gets_the_answer_its_fix_line_reads(
     else:
         assert result.error_kind is None and result.rows == seen
     assert not miss.query.rstrip().endswith(gold)  # the slip is in the query, not appended to it
+
+
+@pytest.mark.parametrize(
+    ("query", "gold", "line"),
+    [
+        (
+            "SELECT nme FROM customers",
+            "SELECT name FROM customers",
+            "There is no column nme; the column is name.",
+        ),
+        (
+            "SELECT name FROM customer",
+            "SELECT name FROM customers",
+            "There is no table customer; the table is customers.",
+        ),
+        # the gold query's own names come first: "price" is closer to "prize" than any other column
+        (
+            "SELECT prize FROM products",
+            "SELECT price FROM products",
+            "There is no column prize; the column is price.",
+        ),
+        # a name the gold query does not use is matched among the schema's
+        (
+            "SELECT countri FROM customers",
+            "SELECT name FROM customers",
+            "There is no column countri; the column is country.",
+        ),
+        # no name close to it: nothing the line could say without guessing
+        ("SELECT zzz FROM customers", "SELECT name FROM customers", None),
+        # names the query defines itself are not misnamed: nothing to read from its error
+        ("WITH c AS (SELECT name AS n FROM customers) SELECT c.n FROM c", "SELECT name FROM customers", None),
+        ("SELECT x.name FROM customers AS x", "SELECT name FROM customers", None),
+        ("SELEC name FROM customers", "SELECT name FROM customers", None),  # a syntax error
+        ("SELECT name FROM customers", "SELECT name FROM customers", None),
+    ],
+)
+def test_a_failed_querys_misnamed_table_or_column_is_read_against_the_schema(shop, query, gold, line):
+    schema, dialect, _ = shop
+    assert misnamed(query, gold, schema, dialect) == line
 
 
 def test_no_near_miss_without_a_real_gold_result(shop):
@@ -141,7 +180,16 @@ CUSTOMERS_IN_FRANCE = "SELECT name FROM customers WHERE country = 'France'"
 @pytest.mark.parametrize(
     ("query", "reading"),
     [
-        ("SELECT name FROM customer", "The query failed."),  # no such table: an error
+        # an error: a misnamed table or column is named, with the name to use; any other error gets the plan
+        (
+            "SELECT name FROM customer",
+            "The query failed. There is no table customer; the table is customers.",
+        ),
+        (
+            "SELECT nme FROM customers WHERE country = 'France'",
+            "The query failed. There is no column nme; the column is name.",
+        ),
+        ("SELEC name FROM customers", "The query failed. Use the table customers."),
         ("SELECT name FROM customers WHERE country = 'Atlantis'", "No rows came back"),
         ("SELECT name FROM customers", "The result does not answer the question."),  # too many rows
     ],

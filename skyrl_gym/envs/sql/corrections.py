@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["KINDS", "NearMiss", "RunResult", "near_misses"]
+__all__ = ["KINDS", "NearMiss", "RunResult", "misnamed", "near_misses"]
 
 KINDS = ("column", "table", "filter", "clause")
 """The kinds of near miss, in the order :func:`near_misses` tries them by default."""
@@ -211,3 +211,50 @@ def _clause_misses(tree, schema, dialect):
         count = limit.expression.sql(dialect=dialect) if limit.expression is not None else ""
         fix = f"That lists them all: the question asks for {count} only, so LIMIT {count}."
         yield NearMiss(copy.sql(dialect=dialect), "clause", fix)
+
+
+def misnamed(query: str, gold_sql: str, schema: Mapping[str, Sequence[str]], dialect: str) -> str | None:
+    """The line that reads a schema error of ``query`` as a near miss's fix line does: the first table, then
+    the first column, it names that ``schema`` does not have, and the name it meant: a close one (difflib's
+    ratio at least 0.6) of the gold query's own names, else of the schema's. ``None`` when either query does
+    not parse, ``query`` names nothing unknown (its error is not a misnamed table or column), or no name is
+    close to the unknown one (the line would guess).
+
+    Names the query defines itself (a ``WITH`` table, a table or column alias) are not unknown.
+    """
+    import difflib
+
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query, read=dialect)
+        gold = sqlglot.parse_one(gold_sql, read=dialect)
+    except Exception:  # a query the parser cannot read has a syntax error, not a misnamed one
+        return None
+    if tree is None or gold is None:
+        return None
+    defined = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    defined |= {a.alias.lower() for a in tree.find_all(exp.Alias, exp.TableAlias) if a.alias}
+    tables = {t.lower() for t in schema}
+    columns = {c.lower() for names in schema.values() for c in names}
+    gold_tables = list(dict.fromkeys(t.name for t in gold.find_all(exp.Table)))
+    gold_columns = list(dict.fromkeys(c.name for c in gold.find_all(exp.Column) if c.name.lower() in columns))
+
+    def closest(name: str, preferred: Sequence[str], every: Sequence[str]) -> str | None:
+        for pool in (preferred, every):
+            match = difflib.get_close_matches(name.lower(), [p.lower() for p in pool], n=1)
+            if match:
+                return next(p for p in pool if p.lower() == match[0])
+        return None
+
+    for table in dict.fromkeys(t.name for t in tree.find_all(exp.Table)):
+        if table and table.lower() not in tables and table.lower() not in defined:
+            fix = closest(table, gold_tables, list(schema))
+            return None if fix is None else f"There is no table {table}; the table is {fix}."
+    for column in dict.fromkeys(c.name for c in tree.find_all(exp.Column)):
+        if column and column.lower() not in columns and column.lower() not in defined:
+            every = [c for names in schema.values() for c in names]
+            fix = closest(column, gold_columns, every)
+            return None if fix is None else f"There is no column {column}; the column is {fix}."
+    return None

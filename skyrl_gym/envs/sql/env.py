@@ -372,12 +372,25 @@ class Text2SQLEnv(BaseTextEnv):
         elif not last:
             reading = f"That ran no query. {hint}"
         elif last.get("error_kind") is not None:
-            reading = f"The query failed. {hint}"
+            reading = f"The query failed. {self._misnamed(last.get('sql', '')) or hint}"
         elif last.get("rows") == 0:
             reading = f"No rows came back, so the query is wrong. {hint}"
         else:
             reading = f"The result does not answer the question. {hint}"
         return Continuation(played, [f"<think>{reading}</think>\n<solution>{self.gold_sql}</solution>"])
+
+    def _schema(self) -> dict[str, list[str]]:
+        """Each table of the task's database and its columns."""
+        assert self.db is not None
+        return {table: list(self.db.sample_rows(table, 0).columns) for table in self.db.tables()}
+
+    def _misnamed(self, query: str) -> str | None:
+        """What a failed ``query`` misnamed, read against the schema, and the gold query's name for it
+        (:func:`~skyrl_gym.envs.sql.corrections.misnamed`); ``None`` when it named nothing unknown."""
+        from skyrl_gym.envs.sql.corrections import misnamed
+
+        assert self.db is not None and self.gold_sql is not None
+        return misnamed(query, self.gold_sql, self._schema(), self.db.dialect)
 
     def _query_in(self, text: str) -> str | None:
         """The query a turn runs under the episode's protocol (as :meth:`step` reads it), or ``None``."""
@@ -410,7 +423,7 @@ class Text2SQLEnv(BaseTextEnv):
         # the kind is drawn too, so that the warm-up shows every kind; the others follow when it has none
         first = KINDS[(draw // 10_000) % len(KINDS)]
         kinds = [first, *(k for k in KINDS if k != first)]
-        schema = {table: list(self.db.sample_rows(table, 0).columns) for table in self.db.tables()}
+        schema = self._schema()
 
         def run(query: str) -> RunResult:
             assert self.tool_group is not None
