@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 
 import skyrl_gym
-from skyrl_gym.tools.agent import agent_tool
+from skyrl_gym.tools import tool
 from skyrl_gym.tools.react import ReActEnv
 from skyrl_gym.tools.workspace import Workspace
 
 
-# The first parameter is the workspace (bound by the agent); the rest, with the docstring, is the JSON schema
-# the model sees. `requires` names the capability it needs: it is offered only where a workspace has it.
-@agent_tool(requires=("python",))
+# The first parameter, `workspace`, makes it a workspace tool (the agent gives it); the rest, with the
+# docstring, is the JSON schema the model sees. `requires` names the capability it needs: it is offered only
+# where a workspace has it.
+@tool(requires=("python",))
 def calculate(workspace: Workspace, expression: str) -> str:
     """Evaluate an arithmetic expression with Python and return its value.
 

@@ -312,3 +312,31 @@ def test_a_trajectory_reaches_no_runner_and_no_dispatcher():
     reached = _reachable("skyrl_train.rollout.trajectory", graph)
     assert "skyrl_train.rollout.runner" not in reached and "skyrl_train.rollout" not in reached
     assert not any(_within(name, ("skyrl_train.rollout.dispatch",)) for name in reached)
+
+
+def test_one_tool_type_and_one_decorator():
+    """Every tool is a :class:`skyrl_gym.tools.core.Tool` made by its one decorator, ``tool``: the built-in
+    workspace tools and every tool group's methods alike. The old agent-tool names live only in the module that
+    keeps them for one release, and nothing in the packages uses them."""
+    from skyrl_gym.tools import PythonCodeExecutorToolGroup, SearchToolGroup, SQLCodeExecutorToolGroup
+    from skyrl_gym.tools.agent import TOOLS
+    from skyrl_gym.tools.core import Tool
+
+    for name in TOOLS.names():
+        made = TOOLS.get(name)
+        assert isinstance(made, Tool) and made.takes_workspace, name
+    for group in (PythonCodeExecutorToolGroup, SQLCodeExecutorToolGroup, SearchToolGroup):
+        tools = [getattr(group, attribute) for attribute in group._tool_attributes.values()]
+        assert tools and all(isinstance(t, Tool) and not t.takes_workspace for t in tools), group.__name__
+    keeper = REPO / "skyrl_gym" / "tools" / "agent" / "core.py"
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            if path == keeper:
+                continue
+            names = {
+                alias.name
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names
+            }
+            assert not names & {"AgentTool", "ToolOutput", "agent_tool"}, path

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from skyrl_gym.errors import BudgetExceeded
 from skyrl_gym.tools import (
+    Tool,
     ToolCall,
     ToolCallParseError,
     ToolGroup,
@@ -81,7 +82,7 @@ def call(name: str, **arguments: Any) -> ToolCall:
 # -- the decorator and the group ------------------------------------------------------------------------
 def test_tool_descriptor_binds_like_a_method():
     calc = Calculator()
-    assert isinstance(Calculator.add, tool)
+    assert isinstance(Calculator.add, Tool) and not Calculator.add.takes_workspace
     assert Calculator.add.name == "add"
     assert Calculator.paint_shape.name == "paint"
     assert Calculator.paint_shape.description == "Paint a shape."
@@ -189,6 +190,15 @@ def test_decorator_misuse():
 
         class Broken(ToolGroup):
             search = tool(name="search")
+
+    with pytest.raises(TypeError, match="requires= is for a tool whose first parameter is the workspace"):
+        tool(lambda self, x: x, requires=("run",))
+    with pytest.raises(TypeError, match="is not a method"):
+
+        class Misplaced(ToolGroup):
+            @tool(register=False)
+            def bash(workspace, command: str) -> str:
+                return command
 
 
 # -- schemas ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""Tools for text environments: the ``tool`` decorator, tool groups, JSON schemas and tool-call parsing.
+"""Tools for text environments: the one tool type and its decorator, tool groups, JSON schemas and tool-call
+parsing.
 
-- :class:`tool` and :class:`ToolGroup` define tools (SkyRL compatible);
+- :func:`tool` makes a :class:`Tool`: a method of a :class:`ToolGroup` (SkyRL compatible), or a function of a
+  workspace, registered for agents (:mod:`skyrl_gym.tools.agent`, :class:`~skyrl_gym.tools.react.ReActEnv`);
 - :func:`function_schema` derives an OpenAI function schema from a signature and docstring;
 - :func:`parse_tool_calls`, :func:`parse_tag_calls` and :func:`extract_tag` read calls out of model text;
 - :meth:`ToolGroup.execute_call` and :func:`execute_tool_calls` run them, turning every failure into a
@@ -12,7 +14,7 @@ Only the standard library is imported. ``SearchToolGroup`` (SkyRL's ``from skyrl
 SearchToolGroup``) is the ``search`` tool of :mod:`skyrl_gym.tools.search`, imported when first used.
 """
 
-from skyrl_gym.tools.core import ToolGroup, ToolResult, execute_tool_calls, tool
+from skyrl_gym.tools.core import Tool, ToolGroup, ToolResult, execute_tool_calls, tool
 from skyrl_gym.tools.parsing import (
     ToolCall,
     ToolCallParseError,
@@ -30,6 +32,7 @@ __all__ = [
     "PythonCodeExecutorToolGroup",
     "SearchToolGroup",
     "SQLCodeExecutorToolGroup",
+    "Tool",
     "ToolGroup",
     "ToolResult",
     "execute_tool_calls",

@@ -1,6 +1,10 @@
-"""Tools and tool groups (SkyRL compatible), and running tool calls with errors as observations.
+"""The one tool system: :class:`Tool`, its decorator :func:`tool`, tool groups (SkyRL compatible), and running
+tool calls with errors as observations.
 
-A tool group is a class whose methods marked with :class:`tool` are its tools::
+A tool is a function the model calls by name with JSON arguments; its signature and docstring give its OpenAI
+function schema. :func:`tool` makes one of two kinds, told apart by the function's first parameter:
+
+- a method of a :class:`ToolGroup` (first parameter ``self``), SkyRL's kind::
 
     class Calculator(ToolGroup):
         def __init__(self):
@@ -21,19 +25,29 @@ A tool group is a class whose methods marked with :class:`tool` are its tools::
     calc.get_tool_schemas()                               # OpenAI function schemas, from the signature
     calc.execute_call(ToolCall("add", {"a": 1, "b": 2}))  # ToolResult(name="add", content="3", ok=True)
 
-:meth:`ToolGroup.execute_call` and :func:`execute_tool_calls` never raise because of what the model wrote or
-what the tool did: a bad call or a failing tool becomes a :class:`ToolResult` with ``ok=False`` and a
-message for the model. The one exception is :class:`~skyrl_gym.errors.BudgetExceeded`, which a tool raises
-to tell the framework that a budget ran out; it propagates so that the episode ends as truncated.
+- a function of the :class:`~skyrl_gym.tools.workspace.Workspace` it runs in (first parameter ``workspace``),
+  registered by name in :data:`skyrl_gym.tools.agent.TOOLS` for agents (``ReActEnv``) to offer where the
+  workspace has one of the capabilities it ``requires``::
+
+    @tool(requires=("run",))
+    def bash(workspace: Workspace, command: str, *, timeout_s: float = 30.0) -> ToolResult: ...
+
+Keyword-only parameters named in :data:`HIDDEN_PARAMETERS` (``timeout_s``) are set by the caller, not the
+model, and stay out of the schema. :meth:`Tool.call`, :meth:`ToolGroup.execute_call` and
+:func:`execute_tool_calls` never raise because of what the model wrote or what the tool did: a bad call or a
+failing tool becomes a :class:`ToolResult` with ``ok=False`` and a message for the model. The one exception
+is :class:`~skyrl_gym.errors.BudgetExceeded`, which a tool raises to tell the framework that a budget ran
+out; it propagates so that the episode ends as truncated.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -49,85 +63,242 @@ from skyrl_gym.tools.schema import (
     validate_value,
 )
 
-__all__ = ["ToolGroup", "ToolResult", "execute_tool_calls", "tool"]
+__all__ = ["HIDDEN_PARAMETERS", "Tool", "ToolGroup", "ToolResult", "execute_tool_calls", "tool"]
+
+HIDDEN_PARAMETERS = frozenset({"timeout_s"})
+"""Keyword-only parameters the caller sets (an agent, from its configuration); the model never sees them."""
+
+_MESSAGE_CHARS = 2000
+"""Most characters of a tool's exception shown to the model."""
 
 
-class tool:
-    """Mark a method of a :class:`ToolGroup` subclass as a tool: ``@tool`` or ``@tool(name=..., description=...)``.
+@dataclass
+class ToolResult:
+    """The outcome of one tool call: the tool's ``name``, the text to show the model and whether it worked;
+    also whether it ran out of time, and, for an agent's ``finish``, that ``content`` is the final answer.
 
-    The tool's name defaults to the method's name and its description to the docstring's first paragraph.
-    The decorated object is a descriptor: read from an instance it is the bound method, read from the class
-    it is the ``tool`` itself (with ``.name``, ``.description`` and ``.func``).
+    ``content`` is the tool's return value as text, or a message starting with ``Error:`` when ``ok`` is
+    false (the call could not be parsed, named an unknown tool, had bad arguments, or the tool raised). A tool
+    may return a :class:`ToolResult` itself (its ``name`` left empty) to say more than its text.
+    """
+
+    name: str = ""
+    content: str = ""
+    ok: bool = True
+    timed_out: bool = False
+    finish: bool = False
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What calling a tool needs to know, computed once from its signature."""
+
+    schema: dict[str, Any]
+    params: dict[str, ParameterInfo]
+    hidden: frozenset[str]
+    var_keyword: bool
+
+
+class Tool:
+    """One tool: ``func``, the ``name`` the model calls it by (default: the function's), a ``description``
+    (default: the docstring's first paragraph), its OpenAI ``schema``, and what a call needs.
+
+    ``takes_workspace``: ``func``'s first parameter is the workspace the tool runs in, given by the caller and
+    not part of the schema; the tool is offered only where the workspace has one of the capabilities it
+    ``requires`` (none: everywhere). A :class:`Tool` in a :class:`ToolGroup` class body is a method: read from
+    an instance it is the bound method, read from the class it is the :class:`Tool`.
     """
 
     def __init__(
         self,
-        func: Callable[..., Any] | None = None,
+        func: Callable[..., Any],
         *,
         name: str | None = None,
         description: str | None = None,
+        requires: Sequence[str] = (),
+        takes_workspace: bool = False,
     ):
+        if not callable(func):
+            raise TypeError(f"a tool is a function, got {type(func).__name__}")
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"a tool name must be a non-empty string, got {name!r}")
-        self.func: Callable[..., Any] | None = None
+        if isinstance(requires, str) or not all(isinstance(r, str) and r for r in requires):
+            raise ValueError(f"requires must be capability names, got {requires!r}")
+        self.func = func
         self._name = name
         self.description = description
-        if func is not None:
-            self._attach(func)
-
-    def _attach(self, func: Callable[..., Any]) -> None:
-        if not callable(func):
-            raise TypeError(
-                f"@tool decorates a function, got {type(func).__name__}; use @tool or @tool(name=...)"
-            )
-        self.func = func
+        self.requires = tuple(requires)
+        self.takes_workspace = takes_workspace
         functools.update_wrapper(self, func)
 
     @property
     def name(self) -> str:
         """The name the model calls the tool by."""
-        if self._name is not None:
-            return self._name
-        return getattr(self.func, "__name__", "") if self.func is not None else ""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.func is None:  # @tool(name=...) receiving the function it decorates
-            if len(args) != 1 or kwargs:
-                raise TypeError("@tool(...) must be applied to exactly one function")
-            self._attach(args[0])
-            return self
-        return self.func(*args, **kwargs)
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None or self.func is None:
-            return self
-        return types.MethodType(self.func, instance)
+        return self._name if self._name is not None else getattr(self.func, "__name__", "")
 
     def __repr__(self) -> str:
         return f"<tool {self.name!r}>"
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
 
-@dataclass
-class ToolResult:
-    """The outcome of one tool call: the tool's ``name``, the text to show the model and whether it worked.
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return types.MethodType(self.func, instance)
 
-    ``content`` is the tool's return value as text, or a message starting with ``Error:`` when ``ok`` is
-    false (the call could not be parsed, named an unknown tool, had bad arguments, or the tool raised).
+    @functools.cached_property
+    def _spec(self) -> _Spec:
+        # the workspace is the caller's, so the schema is the one of the function without it
+        target = functools.partial(self.func, None) if self.takes_workspace else self.func
+        params, var_keyword = parameters_of(target)
+        hidden = frozenset(
+            p.name for p in params if p.name in HIDDEN_PARAMETERS and p.kind is inspect.Parameter.KEYWORD_ONLY
+        )
+        schema = function_schema(target, name=self.name, description=self.description)
+        parameters = schema["function"]["parameters"]
+        for name in hidden:
+            parameters["properties"].pop(name, None)
+        parameters["required"] = [r for r in parameters["required"] if r not in hidden]
+        return _Spec(schema, {p.name: p for p in params if p.name not in hidden}, hidden, var_keyword)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The tool's OpenAI function schema (see :func:`~skyrl_gym.tools.function_schema`)."""
+        return self._spec.schema
+
+    def available(self, workspace: Any) -> bool:
+        """Whether ``workspace`` offers one of the capabilities the tool needs (always, when it needs none)."""
+        if not self.requires:
+            return True
+        return workspace is not None and any(workspace.supports(c) for c in self.requires)
+
+    def usage(self) -> str:
+        """One line naming the tool's arguments and their types."""
+        params = self._spec.params
+        if not params:
+            return f"'{self.name}' takes no arguments."
+        parts = [
+            f"{p.name} ({describe_schema(p.schema)}{'' if p.required else ', optional'})"
+            for p in params.values()
+        ]
+        return f"Arguments of '{self.name}': {', '.join(parts)}."
+
+    def check(self, arguments: dict[str, Any]) -> str | None:
+        """What is wrong with ``arguments`` for this tool (an unexpected, missing or mistyped argument), or
+        ``None``."""
+        spec = self._spec
+        unexpected = [key for key in arguments if key not in spec.params]
+        if unexpected and not spec.var_keyword:
+            names = ", ".join(repr(str(key)[:50]) for key in unexpected)
+            return f"got unexpected argument{'s' if len(unexpected) > 1 else ''} {names}"
+        missing = [param for param in spec.params.values() if param.required and param.name not in arguments]
+        if missing:
+            names = ", ".join(f"'{p.name}' ({describe_schema(p.schema)})" for p in missing)
+            return f"is missing required argument{'s' if len(missing) > 1 else ''} {names}"
+        for key, value in arguments.items():
+            param = spec.params.get(key)
+            if param is not None:
+                problem = validate_value(value, param.schema, key)
+                if problem:
+                    return f"argument {problem}"
+        return None
+
+    def call(self, arguments: Any, *, workspace: Any = None, **hidden: Any) -> ToolResult:
+        """Check ``arguments`` (the model's JSON object) against the schema, run the tool (in ``workspace``
+        for a tool that takes one; ``hidden`` sets its :data:`HIDDEN_PARAMETERS`) and return its result as
+        text. Never raises, except :class:`~skyrl_gym.errors.BudgetExceeded`."""
+        name = self.name
+        if not isinstance(arguments, dict):
+            got = json_type_name(arguments)
+            return ToolResult(
+                name, f"Error: the arguments of tool '{name}' must be an object, got {got}", False
+            )
+        problem = self.check(arguments)
+        if problem:
+            return ToolResult(name, f"Error: tool '{name}' {problem}. {self.usage()}", False)
+        if not self.available(workspace):
+            needs = " or ".join(self.requires)
+            return ToolResult(
+                name, f"Error: tool '{name}' needs {needs}, which this task does not offer.", False
+            )
+        try:
+            args, kwargs = _bind(self._spec, arguments)
+        except Exception as exc:  # a value that cannot become the annotated type, e.g. set[dict]
+            return ToolResult(
+                name, f"Error: tool '{name}' could not take its arguments: {_message(exc)}", False
+            )
+        kwargs.update({key: value for key, value in hidden.items() if key in self._spec.hidden})
+        try:
+            value = (
+                self.func(workspace, *args, **kwargs) if self.takes_workspace else self.func(*args, **kwargs)
+            )
+        except BudgetExceeded:
+            raise
+        except Exception as exc:  # the tool's own failure is the model's observation
+            return ToolResult(
+                name, f"Error: tool '{name}' raised {type(exc).__name__}: {_message(exc)}", False
+            )
+        if isinstance(value, ToolResult):
+            return dataclasses.replace(value, name=name)
+        return ToolResult(name, _to_text(value), True)
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires: Sequence[str] | None = None,
+    register: bool = True,
+) -> Any:
+    """Make ``func`` a :class:`Tool`: ``@tool``, or ``@tool(name=..., description=..., requires=...)``.
+
+    A function whose first parameter is ``workspace`` becomes a workspace tool, offered where the workspace
+    has one of the capabilities it ``requires``, and is registered by its name in
+    :data:`skyrl_gym.tools.agent.TOOLS` (unless ``register=False``). Any other function is a method of a
+    :class:`ToolGroup` (``requires`` is refused there: a group's tools need no workspace).
     """
 
-    name: str
-    content: str
-    ok: bool
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"a tool name must be a non-empty string, got {name!r}")
+
+    def make(target: Callable[..., Any]) -> Tool:
+        if not callable(target):
+            raise TypeError(
+                f"@tool decorates a function, got {type(target).__name__}; use @tool or @tool(name=...)"
+            )
+        if _first_parameter(target) != "workspace":
+            if requires is not None:
+                raise TypeError(
+                    f"tool {getattr(target, '__name__', target)!r}: requires= is for a tool whose first "
+                    "parameter is the workspace"
+                )
+            return Tool(target, name=name, description=description)
+        made = Tool(target, name=name, description=description, requires=requires or (), takes_workspace=True)
+        if register:
+            from skyrl_gym.tools.agent.registry import TOOLS
+
+            TOOLS.register(made.name, made)
+        return made
+
+    if func is not None:
+        return make(func)
+    make._tool_not_applied = True  # type: ignore[attr-defined]  # found in a class body: @tool(...) unapplied
+    return make
 
 
-@dataclass(frozen=True)
-class _ToolSpec:
-    """What ``execute_call`` needs to know about one tool, computed once per group."""
-
-    func: Callable[..., Any]
-    schema: dict[str, Any]
-    params: dict[str, ParameterInfo]
-    var_keyword: bool
+def _first_parameter(func: Callable[..., Any]) -> str | None:
+    try:
+        parameters = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):  # a callable without a signature
+        return None
+    if not parameters or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return None
+    return parameters[0].name
 
 
 def _collect_tools(cls: type) -> dict[str, str]:
@@ -137,10 +308,15 @@ def _collect_tools(cls: type) -> dict[str, str]:
         attributes.update(vars(klass))  # a subclass's attribute replaces its base's, as lookup does
     tools: dict[str, str] = {}
     for attribute, value in attributes.items():
-        if not isinstance(value, tool):
-            continue
-        if value.func is None:
+        if getattr(value, "_tool_not_applied", False):
             raise TypeError(f"{cls.__name__}.{attribute}: @tool(...) was not applied to a function")
+        if not isinstance(value, Tool):
+            continue
+        if value.takes_workspace:
+            raise TypeError(
+                f"{cls.__name__}.{attribute}: a tool whose first parameter is the workspace is not a method; "
+                "a group's tool takes self"
+            )
         if value.name in tools:
             raise ValueError(
                 f"tool group {cls.__name__} has two tools named '{value.name}' "
@@ -151,7 +327,7 @@ def _collect_tools(cls: type) -> dict[str, str]:
 
 
 class ToolGroup:
-    """A named set of tools: the methods of a subclass marked with :class:`tool` (inherited ones too).
+    """A named set of tools: the methods of a subclass marked with :func:`tool` (inherited ones too).
 
     SkyRL's methods (``get_name``, ``get_tool``, ``get_tool_names``, ``execute_tool``,
     ``get_tool_to_group_mapping``) work as there. On top: ``get_tool_schemas`` (OpenAI function schemas from
@@ -172,7 +348,7 @@ class ToolGroup:
             tool_name: getattr(self, attribute)
             for tool_name, attribute in type(self)._tool_attributes.items()
         }
-        self._specs: dict[str, _ToolSpec] | None = None
+        self._tools: dict[str, Tool] | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, tools={self.get_tool_names()})"
@@ -207,91 +383,36 @@ class ToolGroup:
     # -- schemas and checked execution ------------------------------------------------------------------
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         """The OpenAI function schema of every tool (see :func:`~skyrl_gym.tools.function_schema`)."""
-        return [spec.schema for spec in self._tool_specs().values()]
+        return [bound.schema for bound in self._bound_tools().values()]
 
     def execute_call(self, call: ToolCall) -> ToolResult:
-        """Check ``call`` against the tool's schema, run it, and return its result as text. Never raises.
+        """Check ``call`` against the tool's schema, run it, and return its result as text (:meth:`Tool.call`).
+        Never raises.
 
         Unknown tools, missing, unexpected or mistyped arguments and exceptions raised by the tool all become
         ``ok=False`` results whose ``content`` names the tool, the argument and the expected type. A return
         value that is not a string is shown as JSON. :class:`~skyrl_gym.errors.BudgetExceeded` propagates.
         """
-        spec = self._tool_specs().get(call.name)
-        if spec is None:
+        bound = self._bound_tools().get(call.name)
+        if bound is None:
             return ToolResult(call.name, f"Error: {self._unknown(call.name)}", False)
-        if not isinstance(call.arguments, dict):
-            got = json_type_name(call.arguments)
-            return ToolResult(
-                call.name, f"Error: the arguments of tool '{call.name}' must be an object, got {got}", False
-            )
-        problem = _check_arguments(spec, call.arguments)
-        if problem:
-            return ToolResult(
-                call.name, f"Error: tool '{call.name}' {problem}. {_usage(call.name, spec)}", False
-            )
-        try:
-            args, kwargs = _bind(spec, call.arguments)
-        except Exception as exc:  # a value that cannot become the annotated type, e.g. set[dict]
-            return ToolResult(
-                call.name, f"Error: tool '{call.name}' could not take its arguments: {_safe_str(exc)}", False
-            )
-        try:
-            value = spec.func(*args, **kwargs)
-        except BudgetExceeded:
-            raise
-        except Exception as exc:
-            return ToolResult(
-                call.name, f"Error: tool '{call.name}' raised {type(exc).__name__}: {_safe_str(exc)}", False
-            )
-        return ToolResult(call.name, _to_text(value), True)
+        return bound.call(call.arguments)
 
-    def _tool_specs(self) -> dict[str, _ToolSpec]:
-        if self._specs is None:
-            specs = {}
-            for tool_name, func in self._tool_registry.items():
-                descriptor = type(self)._tool_attributes.get(tool_name)
-                marker = getattr(type(self), descriptor) if descriptor else None
-                description = marker.description if isinstance(marker, tool) else None
-                params, var_keyword = parameters_of(func)
-                schema = function_schema(func, name=tool_name, description=description)
-                specs[tool_name] = _ToolSpec(func, schema, {p.name: p for p in params}, var_keyword)
-            self._specs = specs
-        return self._specs
+    def _bound_tools(self) -> dict[str, Tool]:
+        """Each tool of the group as a :class:`Tool` of its bound method, made once."""
+        if self._tools is None:
+            self._tools = {}
+            for tool_name, method in self._tool_registry.items():
+                marker = getattr(type(self), type(self)._tool_attributes[tool_name])
+                self._tools[tool_name] = Tool(method, name=tool_name, description=marker.description)
+        return self._tools
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(self._tool_registry) or "none"
         return f"unknown tool '{name}' in tool group '{self.name}'; available tools: {known}"
 
 
-def _check_arguments(spec: _ToolSpec, arguments: dict[str, Any]) -> str | None:
-    unexpected = [key for key in arguments if key not in spec.params]
-    if unexpected and not spec.var_keyword:
-        names = ", ".join(repr(str(key)) for key in unexpected)
-        return f"got unexpected argument{'s' if len(unexpected) > 1 else ''} {names}"
-    missing = [param for param in spec.params.values() if param.required and param.name not in arguments]
-    if missing:
-        names = ", ".join(f"'{p.name}' ({describe_schema(p.schema)})" for p in missing)
-        return f"is missing required argument{'s' if len(missing) > 1 else ''} {names}"
-    for key, value in arguments.items():
-        param = spec.params.get(key)
-        if param is not None:
-            problem = validate_value(value, param.schema, key)
-            if problem:
-                return f"argument {problem}"
-    return None
-
-
-def _usage(name: str, spec: _ToolSpec) -> str:
-    if not spec.params:
-        return f"'{name}' takes no arguments."
-    parts = [
-        f"{param.name} ({describe_schema(param.schema)}{'' if param.required else ', optional'})"
-        for param in spec.params.values()
-    ]
-    return f"Arguments of '{name}': {', '.join(parts)}."
-
-
-def _bind(spec: _ToolSpec, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+def _bind(spec: _Spec, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """Positional-only parameters by position (their defaults filling gaps), the rest by keyword."""
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
@@ -317,6 +438,13 @@ def _safe_str(value: Any) -> str:
         return str(value)
     except Exception:  # a broken __str__ must not turn a tool error into a crash
         return object.__repr__(value)
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message for the model (a ``KeyError``'s key without quotes), at most
+    :data:`_MESSAGE_CHARS` characters."""
+    text = _safe_str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else _safe_str(exc)
+    return text[:_MESSAGE_CHARS]
 
 
 def _to_text(value: Any) -> str:

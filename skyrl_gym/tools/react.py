@@ -37,7 +37,8 @@ from typing import Any
 
 from skyrl_gym.budget import END_TERMINATED, END_TRUNCATED
 from skyrl_gym.core import Env, Task
-from skyrl_gym.tools.agent.core import AgentTool, ToolOutput, resolve_tools
+from skyrl_gym.tools.agent.core import resolve_tools
+from skyrl_gym.tools.core import Tool, ToolResult
 from skyrl_gym.tools.parsing import TOOL_CALL_FORMAT, ToolCall, ToolCallParseError, parse_tool_calls
 
 __all__ = ["ReActConfig", "ReActEnv", "render_tool_call", "template_renders_tools", "tools_system_prompt"]
@@ -131,7 +132,7 @@ class ReActEnv(Env):
     Args:
         inner: any skyrl_gym environment; its ``workspace()`` lends the tools a place to run.
         config: a :class:`ReActConfig`, or a dict of its fields.
-        tools: tool names or :class:`~skyrl_gym.tools.agent.core.AgentTool` objects (overrides ``config.tools``).
+        tools: tool names or workspace :class:`~skyrl_gym.tools.core.Tool` objects (overrides ``config.tools``).
         tools_in_template: the chat template renders the tools (``tools=``): add no system message for them.
         count_tokens: counts a text's tokens, to measure the conversation in tokens instead of characters.
     """
@@ -145,7 +146,7 @@ class ReActEnv(Env):
         inner: Env,
         config: ReActConfig | dict[str, Any] | None = None,
         *,
-        tools: Sequence[str | AgentTool] | None = None,
+        tools: Sequence[str | Tool] | None = None,
         tools_in_template: bool = False,
         count_tokens: Callable[[str], int] | None = None,
     ):
@@ -157,7 +158,7 @@ class ReActEnv(Env):
         self.tools_in_template = tools_in_template
         self.count_tokens = count_tokens
         self._workspace: Any = None
-        self.tools: dict[str, AgentTool] = {}
+        self.tools: dict[str, Tool] = {}
         self._new_episode()
 
     def _new_episode(self) -> None:
@@ -273,7 +274,9 @@ class ReActEnv(Env):
                 self._tool_message(name, f"Error: unknown tool {name!r}; the tools are {known}.")
             )
             return None
-        output: ToolOutput = tool.call(self._workspace, call.arguments, timeout_s=self.config.tool_timeout_s)
+        output: ToolResult = tool.call(
+            call.arguments, workspace=self._workspace, timeout_s=self.config.tool_timeout_s
+        )
         if output.finish:
             return self._finish(output.content, metadata, observations)
         self.tool_errors += int(not output.ok)

@@ -11,7 +11,7 @@ in any environment that lends the capability they need:
   the text to show the model;
 - any other capability, by a name of its own: a workspace offers it by listing the name and answering
   ``call(name, ...)`` (a :class:`FunctionWorkspace` takes it as a keyword: ``FunctionWorkspace(browse=fetch)``),
-  and a tool that needs it declares the name (``@agent_tool(requires=["browse"])``) and uses ``call``.
+  and a tool that needs it declares the name (``@tool(requires=["browse"])``) and uses ``call``.
 
 A capability a workspace lacks raises :class:`WorkspaceUnsupported`; ``supports(name)`` says beforehand, so
 an agent can offer only the tools that work. Failures of what runs inside (a command that exits 1 or times

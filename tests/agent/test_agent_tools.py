@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import skyrl_gym
+from skyrl_gym.tools import Tool, ToolResult, tool
 from skyrl_gym.tools.agent import TOOLS
 from skyrl_gym.tools.agent import code_search as code_search_module
 from skyrl_gym.tools.agent.code_search import CACHE_STATS, CodeIndex
@@ -18,8 +19,8 @@ from skyrl_gym.tools.workspace import FunctionWorkspace, LocalDirWorkspace
 BUILTINS = ["bash", "code_search", "editor", "finish", "python", "search", "sql"]
 
 
-def call(workspace, name, **arguments) -> ToolOutput:
-    return TOOLS.get(name).call(workspace, arguments, timeout_s=10)
+def call(workspace, name, **arguments) -> ToolResult:
+    return TOOLS.get(name).call(arguments, workspace=workspace, timeout_s=10)
 
 
 # -- registry and schemas ------------------------------------------------------------------------------------
@@ -41,27 +42,64 @@ def test_registry_and_schemas():
         TOOLS.get("bsh")
 
 
-def test_agent_tool_decorator_and_argument_errors(repo):
-    @agent_tool(name="shout", register=False)
-    def shout(workspace, text: str, times: int = 1) -> str:
+def test_a_workspace_tool_is_made_by_the_one_decorator_and_checks_its_arguments(repo):
+    @tool(name="shout", register=False)
+    def shout(workspace, text: str, times: int = 1, *, timeout_s: float = 1.0) -> str:
         """Repeat a text in capitals.
 
         Args:
             text: what to shout.
             times: how often.
         """
-        return text.upper() * times
+        return f"{text.upper() * times} within {timeout_s:g} s"
 
-    assert isinstance(shout, AgentTool) and "shout" not in TOOLS
-    assert shout.call(None, {"text": "a", "times": 2}).content == "AA"
+    assert isinstance(shout, Tool) and shout.takes_workspace and "shout" not in TOOLS
+    # the workspace and the hidden timeout are the caller's: the model's schema has neither
+    assert list(shout.schema["function"]["parameters"]["properties"]) == ["text", "times"]
+    result = shout.call({"text": "a", "times": 2}, timeout_s=5)
+    assert result == ToolResult("shout", "AA within 5 s", True)
     for arguments, message in [
-        ({}, "missing required argument(s) 'text'"),
+        ({}, "is missing required argument 'text' (string)"),
         ({"text": 1}, "expected string"),
-        ({"text": "a", "loud": True}, "unexpected argument(s) 'loud'"),
-        ([1, 2], "must be a JSON object"),
+        ({"text": "a", "loud": True}, "got unexpected argument 'loud'"),
+        ({"text": "a", "timeout_s": 99}, "got unexpected argument 'timeout_s'"),  # not the model's to set
+        ([1, 2], "must be an object, got array"),
     ]:
-        output = shout.call(None, arguments)
-        assert not output.ok and message in output.content and "Error" in output.content
+        output = shout.call(arguments)
+        assert not output.ok and message in output.content and output.content.startswith("Error: ")
+        assert "'shout'" in output.content
+
+
+def test_a_tools_failure_is_its_observation_and_a_result_it_returns_keeps_its_flags():
+    @tool(register=False)
+    def lookup(workspace, key: str) -> ToolResult:
+        """Look a key up.
+
+        Args:
+            key: the key.
+        """
+        if key == "stop":
+            return ToolResult(content="stopped", ok=False, timed_out=True)
+        return {"a": 1}[key]
+
+    assert lookup.call({"key": "b"}) == ToolResult("lookup", "Error: tool 'lookup' raised KeyError: b", False)
+    assert lookup.call({"key": "a"}).content == "1"
+    assert lookup.call({"key": "stop"}) == ToolResult("lookup", "stopped", ok=False, timed_out=True)
+
+
+def test_the_old_names_of_agent_tools_still_work():
+    @agent_tool(name="old_shout", requires=("sql",), register=False)
+    def old_shout(ws, text: str) -> ToolOutput:
+        """Shout.
+
+        Args:
+            text: what to shout.
+        """
+        return ToolOutput(text.upper(), ok=True)
+
+    assert AgentTool is Tool and isinstance(old_shout, Tool) and old_shout.requires == ("sql",)
+    assert old_shout.call({"text": "a"}, workspace=FunctionWorkspace(sql=lambda query: "")).content == "A"
+    assert ToolOutput("x", ok=False) == ToolResult(content="x", ok=False)
     with pytest.raises(TypeError, match="first parameter must be the workspace"):
         agent_tool(lambda *args: None, register=False)
 
@@ -82,7 +120,7 @@ def test_tools_offered_follow_the_workspace(repo):
 
 
 def test_a_tool_may_need_a_capability_the_project_does_not_name():
-    @agent_tool(name="browse", requires=["browse"], register=False)
+    @tool(name="browse", requires=["browse"], register=False)
     def browse(workspace, url: str) -> str:
         """Fetch a page.
 
@@ -93,8 +131,11 @@ def test_a_tool_may_need_a_capability_the_project_does_not_name():
 
     browser = FunctionWorkspace(browse=lambda url: f"page at {url}")
     assert browse.available(browser) and not browse.available(FunctionWorkspace(sql=lambda query: ""))
-    assert browse.call(browser, {"url": "https://example.org"}).content == "page at https://example.org"
-    output = browse.call(FunctionWorkspace(sql=lambda query: ""), {"url": "x"})
+    assert (
+        browse.call({"url": "https://example.org"}, workspace=browser).content
+        == "page at https://example.org"
+    )
+    output = browse.call({"url": "x"}, workspace=FunctionWorkspace(sql=lambda query: ""))
     assert not output.ok and "needs browse" in output.content
 
 
@@ -242,7 +283,7 @@ def test_bash_and_python_in_the_sandbox(repo):
     assert listed.ok and "cart.py" in listed.content and listed.content.endswith("[exit code 0]")
     failed = call(repo, "bash", command="cat nope")
     assert not failed.ok and "[exit code 1]" in failed.content
-    slow = TOOLS.get("bash").call(repo, {"command": "sleep 30"}, timeout_s=1)
+    slow = TOOLS.get("bash").call({"command": "sleep 30"}, workspace=repo, timeout_s=1)
     assert slow.timed_out and not slow.ok and "timed out after 1 s" in slow.content
     assert not call(repo, "bash", command="  ").ok
     code = "from shop.cart import apply_discount\nprint(apply_discount(200, 10))\nprint('EOF')"

@@ -148,7 +148,7 @@ def test_the_scan_finds_names_in_code_and_skips_documentation(tmp_path):
         '"""Nothing here: the search never lands on text2sql."""\nX = "level"\n'
     )
     (tmp_path / "tool.py").write_text(
-        "@agent_tool(requires=('python', 'run'))\n"
+        "@tool(requires=('python', 'run'))\n"
         "def run_code(workspace, code):\n"
         "    return workspace.python(code) if workspace.supports('python') else workspace.run(code)\n"
     )

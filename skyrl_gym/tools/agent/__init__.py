@@ -1,10 +1,11 @@
 """Tools an agent calls in an environment's workspace, one module each, registered by name in :data:`TOOLS`.
 
 Built-ins: ``bash``, ``editor``, ``code_search``, ``python``, ``sql``, ``search``, ``finish`` (the module of
-each is named after it); :mod:`.core` holds the tool type (:class:`~.core.AgentTool`), its decorator
-(:func:`~.core.agent_tool`), what a call returns (:class:`~.core.ToolOutput`) and the choice of a workspace's
-tools (:func:`~.core.resolve_tools`), also reachable from this package. A tool runs on the workspace's
-capabilities (:class:`~skyrl_gym.tools.workspace.Workspace`), never on an environment.
+each is named after it). Each is a :class:`~skyrl_gym.tools.core.Tool` made by the one decorator,
+:func:`~skyrl_gym.tools.core.tool`, from a function whose first parameter is the workspace; it runs on the
+workspace's capabilities (:class:`~skyrl_gym.tools.workspace.Workspace`), never on an environment.
+:mod:`.core` holds the choice of a workspace's tools (:func:`~.core.resolve_tools`) and, for one release, the
+old names ``AgentTool``, ``ToolOutput`` and ``agent_tool``, all reachable from this package.
 
 Importing this package imports only the registry (:mod:`.registry`): a tool's module is imported the first time
 the tool is asked for, and the trainer's configuration checks a tool's name against :data:`TOOLS` without

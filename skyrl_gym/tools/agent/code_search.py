@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from skyrl_gym.tools.agent.core import agent_tool
+from skyrl_gym.tools.core import tool
 from skyrl_gym.tools.workspace import Workspace
 
 __all__ = ["CACHE_STATS", "CodeIndex", "Symbol", "code_search", "index_for", "mark_changed"]
@@ -236,7 +236,7 @@ _KINDS = {
 }
 
 
-@agent_tool(requires=("files",))
+@tool(requires=("files",))
 def code_search(
     workspace: Workspace,
     query: str,

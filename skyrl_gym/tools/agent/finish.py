@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from skyrl_gym.tools.agent.core import ToolOutput, agent_tool
+from skyrl_gym.tools.core import ToolResult, tool
 from skyrl_gym.tools.workspace import Workspace
 
 
-@agent_tool
-def finish(workspace: Workspace, answer: str = "") -> ToolOutput:
+@tool
+def finish(workspace: Workspace, answer: str = "") -> ToolResult:
     """Finish the task and submit the final answer (for a task done in the workspace, a short summary).
 
     Args:
         answer: the final answer, e.g. the SQL query that answers the question.
     """
-    return ToolOutput(answer, finish=True)
+    return ToolResult(content=answer, finish=True)

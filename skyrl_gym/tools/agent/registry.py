@@ -25,5 +25,5 @@ def _builtins() -> dict[str, str]:
 
 
 TOOLS: Registry[Any] = Registry("agent tool", config_key="generator.react.tools", builtins=_builtins())
-"""Agent tools by name (``generator.react.tools`` names them); :func:`~skyrl_gym.tools.agent.core.agent_tool`
-registers into it."""
+"""Agent tools by name (``generator.react.tools`` names them); :func:`~skyrl_gym.tools.core.tool` registers a
+workspace tool into it."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from skyrl_gym.tools.agent.core import agent_tool
+from skyrl_gym.tools.core import tool
 from skyrl_gym.tools.workspace import Workspace
 
 
-@agent_tool(requires=("search",))
+@tool(requires=("search",))
 def search(workspace: Workspace, query: str, k: int = 3) -> str:
     """Search for passages about the query and return the best ones.
 

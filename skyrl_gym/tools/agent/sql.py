@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from skyrl_gym.tools.agent.core import agent_tool
+from skyrl_gym.tools.core import tool
 from skyrl_gym.tools.workspace import Workspace
 
 
-@agent_tool(requires=("sql",))
+@tool(requires=("sql",))
 def sql(workspace: Workspace, query: str) -> str:
     """Run one read-only SQL query on the task's database and return the result rows (or the error).
 
