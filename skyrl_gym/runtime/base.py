@@ -19,7 +19,6 @@ import contextlib
 import json
 import math
 import os
-import select
 import selectors
 import signal
 import subprocess
@@ -30,6 +29,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import IO, Any
+
+from skyrl_gym.runtime import frames
+from skyrl_gym.runtime.frames import wait_readable
 
 __all__ = ["Limits", "RunResult", "Sandbox", "SandboxProcess", "FileMap", "communicate"]
 
@@ -219,21 +221,6 @@ def drain(process: SandboxProcess, out: _Capture, err: _Capture, wait_s: float =
             if not chunk:
                 break
             capture.add(chunk)
-
-
-def wait_readable(fd: int, timeout_s: float) -> bool:
-    """Whether ``fd`` became readable (data or end of file) within ``timeout_s``. ``poll``, not ``select``: a
-    trainer with more than 1024 open files has descriptors that ``select`` refuses."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(0.0, timeout_s) * 1000))
-
-
-def wait_writable(fd: int, timeout_s: float) -> bool:
-    """Whether ``fd`` can take a write (or its reader is gone) within ``timeout_s``."""
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
-    return bool(poller.poll(max(0.0, timeout_s) * 1000))
 
 
 def _close_quietly(stream: Any) -> None:
@@ -591,7 +578,7 @@ class Sandbox(ABC):
                     "argv": [str(a) for a in args],
                 }
                 data = json.dumps(request).encode()
-                return self._finish(process, b"SKYRL%010d\n" % len(data) + data, limits or self.limits, start)
+                return self._finish(process, frames.frame(data), limits or self.limits, start)
         return self.run([self.python, "-u", "main.py", *args], files=all_files, stdin=stdin, limits=limits)
 
     def _exit_code(self, process: SandboxProcess) -> int | None:

@@ -7,7 +7,8 @@
 A small driver program runs in the sandbox and executes each cell in one namespace, like a notebook kernel:
 what the cell prints (also from child processes, since file descriptors 1 and 2 are redirected) and the
 ``repr`` of a final bare expression come back as ``output``, an exception as ``error`` (its traceback, from
-the cell's own frames only). The driver talks to us over its original stdout, in length-prefixed JSON frames.
+the cell's own frames only). The driver talks to us over its original stdout, in length-prefixed JSON frames
+(:mod:`skyrl_gym.runtime.frames`).
 
 A cell that runs past its timeout, or kills the interpreter (a segfault, ``os._exit``, the memory limit), ends
 that interpreter and everything it started; the next cell starts a fresh one, and the result says that the
@@ -22,20 +23,18 @@ answers, every write to the interpreter has the cell's deadline, and anything wr
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, wait_readable, wait_writable
+from skyrl_gym.runtime import frames
+from skyrl_gym.runtime.base import FileMap, Limits, Sandbox, SandboxProcess, wait_readable
 
 __all__ = ["CellResult", "ProtocolError", "PythonSession", "SessionError"]
 
 DRIVER_FILE = ".skyrl_session.py"
-MAGIC = b"SKYRL"
-HEADER = len(MAGIC) + 11  # magic, 10 digits of length, newline
 SESSION_CPU_S = 24 * 3600.0
 """CPU-time limit of a session's interpreter when its limits set none (``Limits.cpu_s`` is per process life)."""
 
@@ -330,51 +329,18 @@ class PythonSession:
         """Write one message; ``TimeoutError`` if the interpreter does not take it before ``deadline`` (its
         reader was replaced or blocked by a cell), ``OSError`` if it is gone."""
         assert self._process is not None
-        data = json.dumps(message).encode("ascii")
-        view = memoryview(MAGIC + b"%010d\n" % len(data) + data)
-        fd = self._process.stdin.fileno()
-        while view:
-            if not wait_writable(fd, deadline - time.monotonic()):
-                raise TimeoutError("the interpreter did not take the cell")
-            try:
-                view = view[os.write(fd, view[: 1 << 16]) :]
-            except BlockingIOError:
-                continue
-
-    def _read_exactly(self, n: int, deadline: float) -> bytes:
-        assert self._process is not None
-        fd = self._process.stdout.fileno()
-        chunks: list[bytes] = []
-        while n > 0:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer before the deadline")
-            if not wait_readable(fd, left):
-                continue
-            chunk = os.read(fd, min(n, 1 << 20))
-            if not chunk:
-                raise SessionError("the interpreter exited")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        frames.send(self._process.stdin.fileno(), message, deadline)
 
     def _receive(self, deadline: float, max_bytes: int) -> dict[str, Any]:
-        """One message from the interpreter: a JSON object of at most ``max_bytes``, or :class:`ProtocolError`."""
-        header = self._read_exactly(HEADER, deadline)
-        digits = header[len(MAGIC) : -1]
-        if not header.startswith(MAGIC) or not digits.isdigit() or not header.endswith(b"\n"):
-            raise ProtocolError(f"output that is not a session message: {header[:40]!r}")
-        length = int(digits)
-        if length > max_bytes:
-            raise ProtocolError(f"a message of {length} bytes, over the limit of {max_bytes}")
-        body = self._read_exactly(length, deadline)
+        """One message from the interpreter: a JSON object of at most ``max_bytes``, or :class:`ProtocolError`
+        (:class:`SessionError` when it exited, ``TimeoutError`` past ``deadline``)."""
+        assert self._process is not None
         try:
-            message = json.loads(body)
-        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
-            raise ProtocolError(f"a message that is not valid JSON ({type(exc).__name__})") from None
-        if not isinstance(message, dict):
-            raise ProtocolError(f"a message that is a JSON {type(message).__name__}, not an object")
-        return message
+            return frames.receive(self._process.stdout.fileno(), deadline, max_bytes)
+        except frames.FrameError as exc:
+            raise ProtocolError(str(exc)) from None
+        except frames.ChannelClosed:
+            raise SessionError("the interpreter exited") from None
 
     @staticmethod
     def _check_reply(message: dict[str, Any], cell: int) -> tuple[str, str | None, bool]:

@@ -32,17 +32,17 @@ import ast
 import base64
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import pickle
-import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from skyrl_gym.runtime import frames
 
 __all__ = [
     "RESERVED_TOOL_NAMES",
@@ -59,8 +59,6 @@ LM_FUNCTIONS = ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batche
 
 DRIVER_FILE = ".skyrl_rlm.py"
 DRIVER_SOURCE = Path(__file__).with_name("sandbox_driver.py")
-MAGIC = b"SKYRL"
-HEADER = len(MAGIC) + 11
 MAX_FRAME_BYTES = 32 * 1024 * 1024
 """The largest frame the host reads from the sandbox (a call's arguments or a cell's result)."""
 MAX_VARIABLES = 1000
@@ -389,63 +387,26 @@ class PersistentREPL:
         except Exception:
             pass
 
-    # -- frames ----------------------------------------------------------------------------------------
+    # -- frames (:mod:`skyrl_gym.runtime.frames`) --------------------------------------------------------
     def _send(self, message: dict[str, Any], deadline: float) -> None:
-        data = json.dumps(message).encode("ascii")
-        view = memoryview(MAGIC + b"%010d\n" % len(data) + data)
         process = self._process
         if process is None:
             raise _ProtocolBroken("the interpreter is gone")
-        fd = process.stdin.fileno()
-        while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the interpreter did not take its input before the deadline")
-            _, writable, _ = select.select([], [fd], [], left)
-            if writable:
-                try:
-                    view = view[os.write(fd, view[: 1 << 20]) :]
-                except BlockingIOError:
-                    continue
-                except (BrokenPipeError, ConnectionResetError):
-                    raise _ProtocolBroken("the interpreter exited") from None
-
-    def _read_exactly(self, n: int, deadline: float) -> bytes:
-        process = self._process
-        if process is None:
-            raise _ProtocolBroken("the interpreter is gone")
-        fd = process.stdout.fileno()
-        chunks: list[bytes] = []
-        while n > 0:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer before the deadline")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, min(n, 1 << 20))
-            if not chunk:
-                raise _ProtocolBroken("the interpreter exited")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        try:
+            frames.send(process.stdin.fileno(), message, deadline)
+        except frames.ChannelClosed:
+            raise _ProtocolBroken("the interpreter exited") from None
 
     def _receive(self, deadline: float) -> dict[str, Any]:
-        header = self._read_exactly(HEADER, deadline)
-        digits = header[len(MAGIC) : -1]
-        if not header.startswith(MAGIC) or not digits.isdigit() or header[-1:] != b"\n":
-            raise _ProtocolBroken(f"unexpected output on the REPL's channel: {header[:40]!r}")
-        length = int(digits)
-        if length > MAX_FRAME_BYTES:
-            raise _ProtocolBroken(f"a message of {length} bytes (at most {MAX_FRAME_BYTES})")
-        body = self._read_exactly(length, deadline)
+        process = self._process
+        if process is None:
+            raise _ProtocolBroken("the interpreter is gone")
         try:
-            message = json.loads(body)
-        except (ValueError, RecursionError):
-            raise _ProtocolBroken("a malformed message on the REPL's channel") from None
-        if not isinstance(message, dict):
-            raise _ProtocolBroken("a malformed message on the REPL's channel")
-        return message
+            return frames.receive(process.stdout.fileno(), deadline, MAX_FRAME_BYTES)
+        except frames.FrameError as exc:
+            raise _ProtocolBroken(f"{exc} on the REPL's channel") from None
+        except frames.ChannelClosed:
+            raise _ProtocolBroken("the interpreter exited") from None
 
     # -- cells -----------------------------------------------------------------------------------------
     def execute(self, code: str) -> REPLResult:
