@@ -22,8 +22,10 @@ __all__ = [
     "BUILTIN_ADVANTAGE_ESTIMATORS",
     "BUILTIN_POLICY_LOSSES",
     "DISPATCHERS",
+    "ENVIRONMENT_SETTINGS_CHECK",
     "POLICY_LOSSES",
     "WEIGHT_SYNCS",
+    "check_environment_settings",
 ]
 
 _ADVANTAGES = "skyrl_train.training.algorithms.advantages"
@@ -110,3 +112,18 @@ def dispatcher_family(name: str) -> str | None:
 def agent_reads_react_section(name: str) -> bool:
     """Whether agent ``name`` takes its settings from ``generator.react``. Imports the agent when first asked."""
     return bool(getattr(AGENTS.get(name), "reads_react_section", False))
+
+
+ENVIRONMENT_SETTINGS_CHECK = "skyrl_gym.envs.registration:check_env_configs"
+"""What checks ``environment.skyrl_gym``: each environment's settings against the class its registration
+declares (``EnvSpec.config``), an id no environment has refused with a did-you-mean."""
+
+
+def check_environment_settings(env_configs: Any) -> list[str]:
+    """The problems of ``environment.skyrl_gym`` (``env_config`` by environment id), one message each, found by
+    :data:`ENVIRONMENT_SETTINGS_CHECK`, imported here when first called: the registry reads each declared
+    settings class, not the environment."""
+    import importlib
+
+    module, _, attribute = ENVIRONMENT_SETTINGS_CHECK.partition(":")
+    return list(getattr(importlib.import_module(module), attribute)(env_configs))

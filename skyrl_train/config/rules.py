@@ -43,6 +43,10 @@ def check_rules(cfg: Config) -> list[str]:
     errors += _check_registered(g.dispatcher, names.DISPATCHERS)
     errors += _check_registered(g.agent, names.AGENTS)
     errors += _check_sections(g)
+    # every environment's settings, as it would read them when made: a typo fails here, before anything loads
+    errors += [
+        f"environment.skyrl_gym.{p}" for p in names.check_environment_settings(cfg.environment.skyrl_gym)
+    ]
 
     # 2. GAE needs a critic, and a critic is only loaded for an estimator that uses it.
     has_critic = t.critic.model.path is not None

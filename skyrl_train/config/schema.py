@@ -696,8 +696,8 @@ class EnvironmentConfig(Section):
     """Environment id for dataset rows that have no env_class column; null: every row must name its own."""
     skyrl_gym: dict[str, Any] = Field(default_factory=dict)
     """Per-environment env_config by environment id, e.g. {my_env: {db_path: ...}}. Each is checked against its
-    environment's declared settings (``config`` of its registration) when the trainer starts, before any model
-    loads; an id that no environment has is refused there too."""
+    environment's declared settings (``config`` of its registration) when the config loads; an id that no
+    environment has is refused there too."""
 
 
 class EvalSetConfig(Section):

@@ -11,7 +11,7 @@ import torch
 from skyrl_gym.envs.sql.prompts import build_compact_prompt
 from skyrl_gym.envs.sql.tasks import load_split
 from skyrl_gym.runtime.sql.database import open_database
-from skyrl_train.config import ConfigError, load_config
+from skyrl_train.config import Config, ConfigError, load_config
 from skyrl_train.loop.trainer import Trainer, pass_at_k
 
 
@@ -123,27 +123,37 @@ def test_the_time_budget_counts_rl_only(tiny_model, sql_files, tmp_path, monkeyp
     assert summary["wall_time_s"] >= 3 * 3600 > summary["rl_wall_time_s"]
 
 
-def test_an_environment_setting_is_checked_before_any_model_loads(tmp_path):
+def test_an_environment_setting_is_checked_when_the_config_loads_and_again_before_any_model_loads(tmp_path):
     """A misspelt environment setting, or settings for an id no environment has, stops the run at once: the
-    model path below does not exist, so reaching the model would fail otherwise."""
-    config = load_config(
-        "sql_cpu",
-        [
-            f"trainer.run_dir={tmp_path}",
-            "trainer.policy.model.path=/nonexistent/model",
-            "+environment.skyrl_gym.text2sql.reference_correction=0.8",
-            "+environment.skyrl_gym.txt2sql.db_path=x",
-        ],
-    )
+    config does not load. A config built without its rules (``validate=False``) is checked by the trainer
+    before anything loads: the model path below does not exist, so reaching the model would fail otherwise."""
+    overrides = [f"trainer.run_dir={tmp_path}", "trainer.policy.model.path=/nonexistent/model"]
+    wrong = {"text2sql": {"reference_correction": 0.8}, "txt2sql": {"db_path": "x"}}
+
+    def check(errors: list[str]) -> None:
+        assert len(errors) == 2, errors
+        assert (
+            "environment.skyrl_gym.text2sql: unknown text2sql env_config key(s) 'reference_correction'"
+            in (errors[0])
+        )
+        assert "did you mean 'reference_corrections'" in errors[0]
+        assert errors[1].startswith("environment.skyrl_gym.txt2sql: unknown environment 'txt2sql'")
+
     with pytest.raises(ConfigError) as caught:
-        Trainer(config)
-    assert len(caught.value.errors) == 2, caught.value.errors
-    assert (
-        "environment.skyrl_gym.text2sql: unknown text2sql env_config key(s) 'reference_correction'"
-        in (caught.value.errors[0])
-    )
-    assert "did you mean 'reference_corrections'" in caught.value.errors[0]
-    assert caught.value.errors[1].startswith("environment.skyrl_gym.txt2sql: unknown environment 'txt2sql'")
+        load_config(
+            "sql_cpu",
+            [
+                *overrides,
+                "+environment.skyrl_gym.text2sql.reference_correction=0.8",
+                "+environment.skyrl_gym.txt2sql.db_path=x",
+            ],
+        )
+    check(caught.value.errors)
+    data = load_config("sql_cpu", overrides).to_dict()
+    data["environment"]["skyrl_gym"] = wrong
+    with pytest.raises(ConfigError) as caught:
+        Trainer(Config.from_dict(data, validate=False))
+    check(caught.value.errors)
 
 
 def test_pass_at_k_matches_the_closed_form():
