@@ -222,11 +222,11 @@ def test_agent_layer_tools_work_on_the_workspace(bwrap):
     env.init(None)
     workspace = env.workspace()
     module = instance.fix_patch.split(" b/", 1)[1].split("\n", 1)[0]
-    viewed = TOOLS.get("editor").call(workspace, {"command": "view", "path": module})
+    viewed = TOOLS.get("editor").call({"command": "view", "path": module}, workspace=workspace)
     assert viewed.ok and "1" in viewed.content
-    searched = TOOLS.get("code_search").call(workspace, {"query": "def "})
+    searched = TOOLS.get("code_search").call({"query": "def "}, workspace=workspace)
     assert searched.ok
-    ran = TOOLS.get("bash").call(workspace, {"command": "git diff --stat | wc -l"}, timeout_s=10)
+    ran = TOOLS.get("bash").call({"command": "git diff --stat | wc -l"}, workspace=workspace, timeout_s=10)
     assert ran.ok
     final = env.step(env.finish_action("done"))
     assert final["done"] and final["metadata"]["verification"]["outcome"] == "unresolved"
