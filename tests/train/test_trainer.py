@@ -268,3 +268,37 @@ def test_self_correction_steps_follow_the_reference_warmup(tiny_model, sql_files
     assert all(line["warmup/trajectories"] + line["warmup/dropped"] == 8.0 for line in own)
     rl = [line for line in lines if "generate/reward_mean" in line]
     assert [line["step"] for line in rl] == [4]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0])
+def test_self_correction_steps_keep_query_first_to_the_episode_fraction(
+    tiny_model, sql_files, tmp_path, fraction
+):
+    """The trainer hands ``trainer.sft_warmup.episode_fraction`` to the self-correction steps: with 0 none of
+    what they train on queries first (every query sampled becomes the reference answer), with 1 all of it does
+    (every answer given at once becomes a reference episode)."""
+    run_dir = tmp_path / "run"
+    config = _config(
+        tiny_model,
+        sql_files,
+        run_dir,
+        "trainer.max_steps=1",
+        f"trainer.sft_warmup.episode_fraction={fraction}",
+        "trainer.sft_warmup.self_correction_steps=1",
+        "trainer.sft_warmup.self_correction_samples=2",
+        "trainer.eval_before_train=false",
+        "trainer.sft_warmup.eval_after=false",
+    )
+    with Trainer(config) as trainer:
+        trainer.fit()
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    (own,) = [line for line in lines if "warmup/own_sampled" in line]
+    kinds = {
+        k: own[f"warmup/trained_{k}"]
+        for k in ("own_query", "own_answer", "reference_answer", "reference_episode")
+    }
+    assert sum(kinds.values()) > 0
+    if fraction == 0.0:
+        assert kinds["own_query"] == 0.0 and kinds["reference_episode"] == 0.0
+    else:
+        assert kinds["own_answer"] == 0.0 and kinds["reference_answer"] == 0.0
