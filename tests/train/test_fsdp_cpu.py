@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from skyrl_train.config import AlgorithmConfig, OptimizerConfig  # noqa: E402
-from skyrl_train.training.workers import PolicyWorker, WorkerGroup, WorkerGroupError  # noqa: E402
+from skyrl_train.training.workers import PolicyWorker, WorkerGroup, WorkerGroupError, WorkerLostError  # noqa: E402
 
 from .tiny_models import VOCAB, tiny_llama  # noqa: E402
 
@@ -33,6 +33,15 @@ class ExitingPolicyWorker(PolicyWorker):
     def exit_now(self, rank: int, code: int) -> None:
         if self.rank == rank:
             os._exit(code)
+
+    def fail_in_a_collective(self, rank: int, code: int | None = None) -> None:
+        """Rank ``rank`` exits with ``code`` (or raises, with no code) while the others wait for it in an
+        all-reduce."""
+        if self.rank == rank:
+            if code is not None:
+                os._exit(code)
+            raise ValueError(f"rank {rank}'s own failure")
+        torch.distributed.all_reduce(torch.ones(1))
 
 
 def make_batch(seed: int = 0, rows: int = 4, prompt_len: int = 5, response_len: int = 6) -> dict:
@@ -125,15 +134,35 @@ def test_two_process_fsdp_step_equals_one_process_step_and_failures_are_loud(tmp
         # Bad input is refused before anything is sent: the group stays usable.
         with pytest.raises(ValueError, match="does not split evenly"):
             group.compute_log_probs(make_batch(rows=3))
-        # A rank that dies ends the whole group with an error that names it.
-        with pytest.raises(WorkerGroupError, match=r"rank 1 \(pid \d+\) died with exit code 7"):
-            group.call("exit_now", 1, 7)
+        # A rank that dies ends the whole group with an error that names it first, whichever report arrives
+        # first: the peer it left waiting in an all-reduce fails too, and is named after it.
+        with pytest.raises(
+            WorkerLostError, match=r"^policy worker rank 1 \(pid \d+\) died with exit code 7 "
+        ) as lost:
+            group.call("fail_in_a_collective", 1, 7)
+        assert "The other ranks: policy worker rank 0 failed during fail_in_a_collective" in str(lost.value)
         with pytest.raises(WorkerGroupError, match="shut down"):
             group.train_step(batch)
     finally:
         group.shutdown()
     assert _all_gone(pids)
     print(f"\n2-process FSDP: group start {start_s:.1f} s, one train_step {step_s:.2f} s")
+
+
+def test_a_rank_that_raises_is_named_before_the_peer_its_failure_disconnected():
+    group = WorkerGroup(ExitingPolicyWorker, 2, WORKER_KWARGS)
+    pids = group.pids
+    with pytest.raises(WorkerGroupError) as info:
+        group.call("fail_in_a_collective", 1)
+    message = str(info.value)
+    assert not isinstance(info.value, WorkerLostError)  # nothing died: a rank raised
+    assert message.startswith(
+        "policy worker rank 1 failed during fail_in_a_collective; the worker group was shut down"
+    )
+    assert "The other ranks: policy worker rank 0 failed during fail_in_a_collective" in message
+    # both tracebacks, the cause's first
+    assert message.index("ValueError: rank 1's own failure") < message.index("Worker traceback (rank 0)")
+    assert _all_gone(pids)
 
 
 def test_a_worker_that_fails_to_start_names_the_rank_and_the_cause():

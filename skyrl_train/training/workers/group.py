@@ -8,12 +8,14 @@ run the same collective code and the driver returns rank 0's answer (metrics are
 ranks by the workers) or the concatenated per-row outputs.
 
 Failures are loud and leave nothing behind: an exception in a rank, or a rank that dies (killed, out of
-memory), ends every process of the group and raises :class:`WorkerGroupError` naming the rank; a worker
+memory), ends every process of the group and raises :class:`WorkerGroupError` naming the rank that failed
+first, then what the others did (a peer whose collective broke with it is named after it); a worker
 whose driver disappears exits on its own within a second.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -28,6 +30,21 @@ from typing import Any
 from skyrl_gym.registries import Registry
 from skyrl_train import distributed as dist_utils
 from skyrl_train.training.workers.batching import batch_size, batch_tensors, run_mini_batches, slice_batch
+
+
+def _peer_lost(traceback_text: str) -> bool:
+    """Whether a rank's error is its connection to a peer breaking: the peer's failure, not its own."""
+    lines = traceback_text.strip().splitlines()
+    last = lines[-1] if lines else ""
+    return any(
+        phrase in last
+        for phrase in (
+            "Connection reset by peer",
+            "Connection closed by peer",
+            "Broken pipe",
+            "NCCL communicator",
+        )
+    )
 
 
 class WorkerGroupError(RuntimeError):
@@ -282,10 +299,6 @@ class WorkerGroup(RankedWorkers):
         self.shutdown(grace_s=0.0)
         return WorkerGroupError(message)
 
-    def _fail_lost(self, message: str) -> WorkerLostError:
-        self.shutdown(grace_s=0.0)
-        return WorkerLostError(message)
-
     def _collect(self, what: str, timeout_s: float | None = None) -> list[Any]:
         """Wait for one answer per rank; raise (after shutting the group down) on an error or a death."""
         answers: dict[int, Any] = {}
@@ -294,24 +307,65 @@ class WorkerGroup(RankedWorkers):
             try:
                 rank, status, payload = self._results.get(timeout=0.2)
             except queue.Empty:
-                for rank, process in enumerate(self._processes):
-                    if rank not in answers and not process.is_alive():
-                        raise self._fail_lost(
-                            f"{self.role} worker rank {rank} (pid {process.pid}) died with exit code "
-                            f"{process.exitcode} during {what}; the worker group was shut down"
-                        ) from None
+                if any(
+                    r not in answers and not self._processes[r].is_alive() for r in range(self.world_size)
+                ):
+                    raise self._failure(what, answers, {}) from None
                 if deadline is not None and time.monotonic() > deadline:
                     raise self._fail(
                         f"{self.role} workers did not answer {what} within {timeout_s:.0f} s"
                     ) from None
                 continue
             if status == "error":
-                raise self._fail(
-                    f"{self.role} worker rank {rank} failed during {what}; the worker group was shut down. "
-                    f"Worker traceback:\n{payload}"
-                )
+                raise self._failure(what, answers, {rank: payload})
             answers[rank] = payload
         return [answers[rank] for rank in range(self.world_size)]
+
+    def _failure(
+        self, what: str, answers: dict[int, Any], errors: dict[int, str], grace_s: float = 10.0
+    ) -> WorkerGroupError:
+        """Shut the group down and say why, after hearing from every rank.
+
+        One rank's failure fails its peers' collectives too (gloo: "Connection reset by peer"), and whose
+        report arrives first is chance. So each rank that has not answered first gets ``grace_s`` to answer,
+        report its error or die: a peer notices a closed connection at once, and a rank busy on its own is
+        reported as not having answered. The cause named first is a rank that died, else one whose error is
+        not a lost connection to a peer; the other ranks' outcomes follow.
+        """
+
+        def pending() -> list[int]:
+            return [r for r in range(self.world_size) if r not in answers and r not in errors]
+
+        def take(timeout: float) -> None:
+            rank, status, payload = self._results.get(timeout=timeout)
+            (errors if status == "error" else answers)[rank] = payload
+
+        deadline = time.monotonic() + grace_s
+        while pending() and time.monotonic() < deadline:
+            if not any(self._processes[r].is_alive() for r in pending()):
+                # the dead may have reported before dying: what is still in the pipe arrives within moments
+                with contextlib.suppress(queue.Empty):
+                    while pending():
+                        take(0.5)
+                break
+            with contextlib.suppress(queue.Empty):
+                take(0.2)
+        dead = {r: self._processes[r].exitcode for r in pending() if not self._processes[r].is_alive()}
+        silent = [r for r in pending() if r not in dead]
+        self.shutdown(grace_s=0.0)
+        causes = [
+            f"{self.role} worker rank {r} (pid {self._processes[r].pid}) died with exit code {code} during {what}"
+            for r, code in sorted(dead.items())
+        ]
+        ranked = sorted(errors, key=lambda r: (_peer_lost(errors[r]), r))
+        causes += [f"{self.role} worker rank {r} failed during {what}" for r in ranked]
+        causes += [f"{self.role} worker rank {r} had not answered {what}" for r in silent]
+        message = f"{causes[0]}; the worker group was shut down"
+        if len(causes) > 1:
+            message += ". The other ranks: " + "; ".join(causes[1:])
+        for r in ranked:
+            message += f"\nWorker traceback (rank {r}):\n{errors[r]}"
+        return (WorkerLostError if dead else WorkerGroupError)(message)
 
     def _run(self, method: str, args_by_rank: Sequence[tuple], kwargs: dict) -> list[Any]:
         for command_queue, args in zip(self._commands, args_by_rank, strict=True):
