@@ -216,6 +216,12 @@ def check_rules(cfg: Config) -> list[str]:
 
     # 14. Asynchronous training and the off-policy correction.
     errors += _check_async(cfg)
+
+    # 15. data.val_data is the evaluation set named val: a named set of that name would hide it.
+    if cfg.data.val_data and "val" in cfg.data.eval_sets:
+        errors.append(
+            "data.eval_sets.val: val is the name of data.val_data's evaluation set; name the set otherwise"
+        )
     return errors
 
 

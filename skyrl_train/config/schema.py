@@ -330,7 +330,8 @@ class WarmupConfig(Section):
     self_correction_samples: int = Field(4, ge=1)
     """Samples per row in a self-correction step."""
     eval_after: bool = True
-    """Evaluate once after the warm-up, so that the summary separates its effect from RL's."""
+    """Evaluate once after the warm-up (the evaluation sets that name after_warmup, and data.val_data), so
+    that the summary separates its effect from RL's."""
     loss_reduction: LossReduction | None = None
     """How the warm-up reduces its token losses (see ``trainer.algorithm.loss_reduction``); null: as RL does.
     ``token_mean`` weighs each token the same, so long reference episodes (a query, then the answer) weigh
@@ -431,9 +432,11 @@ class TrainerConfig(Section):
     evaluations not counted); null: no time budget. A budget in steps (max_steps) does not shrink on a busy
     machine."""
     eval_interval: int = Field(5, ge=0)
-    """Evaluate every this many steps; 0: never during training."""
+    """Evaluate every this many steps (data.val_data and the evaluation sets that name during_rl); 0: never
+    during training."""
     eval_before_train: bool = True
-    """Evaluate once before the first training step."""
+    """Evaluate once before the first training step (data.val_data and the evaluation sets that name
+    before)."""
     eval_batch_size: int = Field(32, ge=1)
     """Prompts per evaluation batch."""
     eval_breakdown_column: str | None = "extra_info.level"
@@ -705,10 +708,11 @@ class EvalSetConfig(Section):
 
     paths: StrList = Field(min_length=1)
     """Parquet or JSONL files of the set's rows."""
-    stages: list[Literal["before", "after_warmup", "after_rl"]] = Field(
+    stages: list[Literal["before", "after_warmup", "during_rl", "after_rl"]] = Field(
         default_factory=lambda: ["before", "after_warmup", "after_rl"], min_length=1
     )
-    """The stages that evaluate the set: before training, after the warm-up, after RL."""
+    """The stages that evaluate the set: before training, after the warm-up, during RL (every
+    trainer.eval_interval steps), after RL."""
     n_samples: int | None = Field(None, ge=1)
     """Samples per question; its outcome is the share that earned the full reward (mean@n). null:
     generator.eval_n_samples_per_prompt."""
@@ -724,11 +728,13 @@ class DataConfig(Section):
     train_data: StrList = Field(default_factory=list)
     """Parquet or JSONL files of training rows."""
     val_data: StrList = Field(default_factory=list)
-    """Parquet or JSONL files of held-out evaluation rows."""
+    """Parquet or JSONL files of held-out evaluation rows: the evaluation set named val, evaluated at every
+    stage the trainer's settings call for (trainer.eval_before_train, trainer.sft_warmup.eval_after, every
+    trainer.eval_interval steps, after RL), its metrics under eval/ (eval/accuracy, eval/pass@k)."""
     eval_sets: dict[str, EvalSetConfig] = Field(default_factory=dict)
-    """Named sets scored question by question at the stages (before, after the warm-up, after RL), with
-    standard errors and paired changes in the run's summary and report; their time is outside
-    trainer.max_wall_time_s."""
+    """Named sets scored question by question at their stages (before, after the warm-up, during RL, after
+    RL), like val, with standard errors and paired changes in the run's summary and report; their metrics are
+    eval/<name>/..., and their time is outside trainer.max_wall_time_s."""
     shuffle: bool = True
     """Shuffle the training rows each epoch (deterministic for trainer.seed)."""
     build_command: str | None = None

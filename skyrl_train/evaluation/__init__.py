@@ -1,9 +1,10 @@
 """Evaluation: how well a policy plays an environment's tasks, and how much a stage of training changed that.
 
-- :mod:`~skyrl_train.evaluation.passk`: rows rolled out through the agent runner and scored as pass@k per
-  task family (the trainer's ``data.val_data`` evaluation and ``skyrl-train eval``).
-- :mod:`~skyrl_train.evaluation.stages`: the stage evaluations of ``data.eval_sets``, question by question
-  before training, after the warm-up and after RL, and the run's stage table.
+- :mod:`~skyrl_train.evaluation.passk`: rows rolled out through the agent runner (``play_rows``) and scored
+  (``score_trajectories``: accuracy, pass@k, per task family); ``skyrl-train eval --env/--data``.
+- :mod:`~skyrl_train.evaluation.stages`: the run's one evaluation mechanism: its evaluation sets
+  (``data.eval_sets``, and ``data.val_data`` as the set ``val``) scored question by question before training,
+  after the warm-up, during RL and after it, and the run's stage table.
 - :mod:`~skyrl_train.evaluation.stats`: standard errors, paired changes and behaviour shares.
 
 The package rolls out through the agent runner and an inference engine and never reaches the training side
@@ -17,14 +18,17 @@ from skyrl_train.evaluation.passk import (
     format_table,
     pass_at_k,
     pass_at_k_table,
+    play_rows,
     read_rows,
     run_eval,
+    score_trajectories,
 )
-from skyrl_train.evaluation.stages import STAGES, EvalSet, StageEvaluator, StageRecord
+from skyrl_train.evaluation.stages import STAGES, VAL_SET, EvalSet, StageEvaluator, StageRecord
 from skyrl_train.evaluation.stats import behaviour_shares, episode_behaviour, mean_se, paired_change
 
 __all__ = [
     "STAGES",
+    "VAL_SET",
     "EvalSet",
     "StageEvaluator",
     "StageRecord",
@@ -38,6 +42,8 @@ __all__ = [
     "paired_change",
     "pass_at_k",
     "pass_at_k_table",
+    "play_rows",
     "read_rows",
     "run_eval",
+    "score_trajectories",
 ]

@@ -26,8 +26,10 @@ __all__ = [
     "format_table",
     "pass_at_k",
     "pass_at_k_table",
+    "play_rows",
     "read_rows",
     "run_eval",
+    "score_trajectories",
 ]
 
 
@@ -41,28 +43,36 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def evaluate_rows(
-    generator: Any,
-    rows: Sequence[dict],
-    params: SamplingParams,
-    n_samples: int,
-    batch: int,
-    breakdown_column: str | None = None,
-) -> dict:
-    """Roll out ``rows`` ``n_samples`` times each and report accuracy, valid-format rate and pass@k.
-
-    A trajectory counts as correct when its reward reaches the generator's pass threshold (full reward);
-    its format is valid when the environment says so (``format_valid`` metric) or, for environments that do
-    not report it, when its reward is not negative. Error trajectories are counted apart, never as wrong.
-    With ``breakdown_column`` (``trainer.eval_breakdown_column``), ``eval/accuracy/<value>`` is the accuracy
-    of the rows with each value of that column (rows without one are left out of the breakdown).
-    """
+def play_rows(
+    generator: Any, rows: Sequence[dict], params: SamplingParams, n_samples: int, batch: int
+) -> list:
+    """Roll out ``rows`` ``n_samples`` times each, ``batch`` rows at a time; the trajectories (a trajectory's
+    ``group_id`` is its row's index in ``rows``)."""
     trajectories = []
     for start in range(0, len(rows), batch):
         chunk = list(rows[start : start + batch])
         out = asyncio.run(generator.generate(chunk, n_samples, params, group_offset=start))
         trajectories += out.trajectories
-    threshold = getattr(generator, "pass_threshold", 1.0)
+    return trajectories
+
+
+def score_trajectories(
+    trajectories: Sequence[Any],
+    rows: Sequence[dict],
+    n_samples: int,
+    threshold: float = 1.0,
+    breakdown_column: str | None = None,
+    prefix: str = "eval",
+) -> dict[str, float]:
+    """Accuracy, valid-format rate, mean reward and length, and pass@k of :func:`play_rows`' trajectories.
+
+    A trajectory counts as correct when its reward reaches ``threshold`` (the generator's pass threshold:
+    full reward); its format is valid when the environment says so (``format_valid`` metric) or, for
+    environments that do not report it, when its reward is not negative. Error trajectories are counted
+    apart, never as wrong. With ``breakdown_column`` (``trainer.eval_breakdown_column``),
+    ``<prefix>/accuracy/<value>`` is the accuracy of the rows with each value of that column (rows without
+    one are left out of the breakdown).
+    """
     scored = [t for t in trajectories if not t.is_error]
     correct = [t.reward >= threshold for t in scored]
 
@@ -74,29 +84,43 @@ def evaluate_rows(
     for t, ok in zip(scored, correct, strict=True):
         by_group.setdefault(t.group_id, []).append(ok)
     metrics = {
-        "eval/num_prompts": float(len(rows)),
-        "eval/num_trajectories": float(len(trajectories)),
-        "eval/num_errors": float(len(trajectories) - len(scored)),
-        "eval/accuracy": sum(correct) / max(len(scored), 1),
-        "eval/valid_format_rate": sum(format_ok(t) for t in scored) / max(len(scored), 1),
-        "eval/reward_mean": sum(t.reward for t in scored) / max(len(scored), 1),
-        "eval/response_length_mean": sum(t.num_model_tokens for t in scored) / max(len(scored), 1),
+        f"{prefix}/num_prompts": float(len(rows)),
+        f"{prefix}/num_trajectories": float(len(trajectories)),
+        f"{prefix}/num_errors": float(len(trajectories) - len(scored)),
+        f"{prefix}/accuracy": sum(correct) / max(len(scored), 1),
+        f"{prefix}/valid_format_rate": sum(format_ok(t) for t in scored) / max(len(scored), 1),
+        f"{prefix}/reward_mean": sum(t.reward for t in scored) / max(len(scored), 1),
+        f"{prefix}/response_length_mean": sum(t.num_model_tokens for t in scored) / max(len(scored), 1),
     }
     for k in sorted({1, n_samples}):
         if by_group and all(len(v) >= k for v in by_group.values()):
-            metrics[f"eval/pass@{k}"] = sum(pass_at_k(len(v), sum(v), k) for v in by_group.values()) / len(
-                by_group
-            )
+            metrics[f"{prefix}/pass@{k}"] = sum(
+                pass_at_k(len(v), sum(v), k) for v in by_group.values()
+            ) / len(by_group)
     if breakdown_column:
-        # group_id is the row's index (group_offset = the chunk's start)
         per_value: dict[str, list[bool]] = {}
         for t, ok in zip(scored, correct, strict=True):
             value = row_value(rows[t.group_id], breakdown_column)
             if value is not None and value != "":
                 per_value.setdefault(str(value), []).append(ok)
         for value, oks in sorted(per_value.items()):
-            metrics[f"eval/accuracy/{value}"] = sum(oks) / len(oks)
+            metrics[f"{prefix}/accuracy/{value}"] = sum(oks) / len(oks)
     return metrics
+
+
+def evaluate_rows(
+    generator: Any,
+    rows: Sequence[dict],
+    params: SamplingParams,
+    n_samples: int,
+    batch: int,
+    breakdown_column: str | None = None,
+) -> dict:
+    """Roll out ``rows`` ``n_samples`` times each and report accuracy, valid-format rate and pass@k
+    (:func:`play_rows`, then :func:`score_trajectories` under ``eval/``)."""
+    trajectories = play_rows(generator, rows, params, n_samples, batch)
+    threshold = getattr(generator, "pass_threshold", 1.0)
+    return score_trajectories(trajectories, rows, n_samples, threshold, breakdown_column)
 
 
 def read_rows(path: str) -> list[dict[str, Any]]:

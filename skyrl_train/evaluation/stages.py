@@ -1,17 +1,24 @@
-"""Stage evaluations: named evaluation sets scored question by question before training, after the warm-up
-and after RL, so that a run can say how much each stage changed and how sure that is.
+"""The run's evaluations: evaluation sets scored question by question before training, after the warm-up,
+during RL and after it, so that a run can say how much each stage changed and how sure that is.
 
 ``data.eval_sets`` names each set, its files and the stages that evaluate it::
 
     data:
+      val_data: [data/text2sql/validation.parquet]
       eval_sets:
         heldout: {paths: [data/text2sql/heldout.parquet]}
         chinook: {paths: [data/text2sql/chinook.parquet], stages: [before, after_rl]}
 
+``data.val_data`` is one more set, named ``val``, evaluated at every stage the trainer's settings call for
+(``trainer.eval_before_train``, ``trainer.sft_warmup.eval_after``, every ``trainer.eval_interval`` steps, and
+after RL); its metrics keep the plain ``eval/`` prefix (``eval/accuracy``, ``eval/pass@k``) where a named set's
+are ``eval/<name>/...``. Every set is played and scored the same way (:func:`~skyrl_train.evaluation.passk.play_rows`
+and :func:`~skyrl_train.evaluation.passk.score_trajectories`).
+
 At each stage every question is rolled out ``generator.eval_n_samples_per_prompt`` times with the evaluation
 sampling settings (a set's own ``n_samples`` and ``temperature`` replace them: greedy accuracy and mean@8 at
-temperature 1 over the same files are two sets); its outcome is the share of its samples that earned the full reward (error samples left
-out). :meth:`StageEvaluator.summary` turns the outcomes into the stage table: per set and stage, n, accuracy
+temperature 1 over the same files are two sets); a question's outcome is the share of its samples that earned
+the full reward (error samples left out). :meth:`StageEvaluator.summary` turns the outcomes into the stage table: per set and stage, n, accuracy
 and its standard error, per level (``trainer.eval_breakdown_column``); the paired change between consecutive
 stages and from the first to the last, with its standard error (:mod:`skyrl_train.evaluation.stats`); the
 behaviour shares; and a few example episodes of the first set, before and after.
@@ -19,18 +26,27 @@ behaviour shares; and a few example episodes of the first set, before and after.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from skyrl_train.evaluation.passk import play_rows, score_trajectories
 from skyrl_train.evaluation.stats import behaviour_shares, episode_behaviour, mean_se, paired_change
 
-__all__ = ["STAGES", "EvalSet", "StageEvaluator", "StageRecord"]
+__all__ = ["STAGES", "VAL_SET", "EvalSet", "StageEvaluator", "StageRecord"]
 
-STAGES = {"before": "before", "after_warmup": "after warm-up", "after_rl": "after RL"}
-"""Stage keys of ``data.eval_sets.*.stages`` and the labels the summary uses."""
+STAGES = {
+    "before": "before",
+    "after_warmup": "after warm-up",
+    "during_rl": "during RL",
+    "after_rl": "after RL",
+}
+"""Stage keys of ``data.eval_sets.*.stages`` and the labels the summary uses (``during_rl``: every
+``trainer.eval_interval`` steps)."""
+
+VAL_SET = "val"
+"""The name of ``data.val_data``'s set."""
 
 EXAMPLE_CHARS = 600
 """Longest message text kept in an example episode."""
@@ -47,6 +63,12 @@ class EvalSet:
     """Samples per question (``None``: the evaluator's)."""
     params: Any = None
     """Sampling parameters (``None``: the evaluator's)."""
+    prefix: str | None = None
+    """The prefix of its metrics (``None``: ``eval/<name>``)."""
+
+    @property
+    def metrics_prefix(self) -> str:
+        return self.prefix or f"eval/{self.name}"
 
 
 @dataclasses.dataclass
@@ -65,6 +87,9 @@ class StageRecord:
     errors: int
     """Samples that ended in an error (left out of the outcomes)."""
     seconds: float
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The set's scores at this stage (:func:`~skyrl_train.evaluation.passk.score_trajectories`: accuracy,
+    pass@k, valid format, reward, length) under its prefix."""
 
 
 class StageEvaluator:
@@ -95,11 +120,14 @@ class StageEvaluator:
         ``eval_outcomes.jsonl``)."""
 
     @classmethod
-    def from_config(cls, config: Any) -> StageEvaluator:
-        """The evaluator of ``data.eval_sets`` with the run's evaluation sampling settings.
+    def from_config(cls, config: Any, val_rows: Sequence[dict[str, Any]] = ()) -> StageEvaluator:
+        """The evaluator of ``data.eval_sets`` with the run's evaluation sampling settings, and ``val_rows``
+        (``data.val_data``'s rows, which a missing file does not skip: the trainer read them) as the set
+        :data:`VAL_SET`, last.
 
-        A set with a missing file is skipped with a warning and named in the summary (``eval_sets_skipped``):
-        a recipe's sets are built by its data step, and a run with other data (a test, a benchmark) trains on.
+        A named set with a missing file is skipped with a warning and named in the summary
+        (``eval_sets_skipped``): a recipe's sets are built by its data step, and a run with other data (a test,
+        a benchmark) trains on.
         """
         import logging
         from pathlib import Path
@@ -124,6 +152,12 @@ class StageEvaluator:
             if spec.temperature is not None:
                 params = eval_sampling(config).model_copy(update={"temperature": spec.temperature})
             sets.append(EvalSet(name, rows, tuple(spec.stages), spec.n_samples, params))
+        if val_rows:
+            if VAL_SET in config.data.eval_sets:
+                raise ValueError(
+                    f"data.eval_sets.{VAL_SET}: the name of data.val_data's set; name it otherwise"
+                )
+            sets.append(EvalSet(VAL_SET, list(val_rows), tuple(STAGES), prefix="eval"))
         evaluator = cls(
             sets,
             eval_sampling(config),
@@ -137,28 +171,31 @@ class StageEvaluator:
     def __bool__(self) -> bool:
         return bool(self.sets or self.skipped)
 
-    def run(self, generator: Any, stage: str, step: int) -> dict[str, float]:
-        """Evaluate every set that names ``stage`` with ``generator``; the tracker's metrics
-        (``eval/<set>/accuracy``, ``.../accuracy/<level>``, ``.../queried_first``, ``.../self_corrected``)."""
+    def run(
+        self, generator: Any, stage: str, step: int, only: Sequence[str] | None = None
+    ) -> dict[str, float]:
+        """Evaluate every set that names ``stage`` (of ``only``, where given) with ``generator``; the
+        tracker's metrics, under each set's prefix: its scores (``accuracy``, ``accuracy/<level>``, ``pass@k``,
+        ``valid_format_rate``, ...: :func:`~skyrl_train.evaluation.passk.score_trajectories`), the behaviour
+        shares (``queried_first``, ``self_corrected``) and ``errors``; and its seconds
+        (``time/eval_s`` for ``val``, ``time/eval_<set>_s``)."""
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; stages are {list(STAGES)}")
         metrics: dict[str, float] = {}
         for eval_set in self.sets:
-            if stage not in eval_set.stages:
+            if stage not in eval_set.stages or (only is not None and eval_set.name not in only):
                 continue
             record = self._evaluate(generator, eval_set, stage, step)
             self.records[eval_set.name].append(record)
             if self.outcomes_path is not None:
                 self._append_outcomes(eval_set, record)
-            prefix = f"eval/{eval_set.name}"
-            metrics[f"{prefix}/accuracy"] = mean_se(list(record.outcomes.values()))["mean"] or 0.0
-            for level, entry in self._levels(eval_set, record).items():
-                metrics[f"{prefix}/accuracy/{level}"] = entry["mean"] or 0.0
+            prefix = eval_set.metrics_prefix
+            metrics.update(record.metrics)
             for key in ("queried_first", "self_corrected"):
                 if record.behaviour[key] is not None:
                     metrics[f"{prefix}/{key}"] = record.behaviour[key]
             metrics[f"{prefix}/errors"] = float(record.errors)
-            metrics[f"time/eval_{eval_set.name}_s"] = record.seconds
+            metrics[f"time/{prefix.replace('/', '_')}_s"] = record.seconds
         return metrics
 
     def _append_outcomes(self, eval_set: EvalSet, record: StageRecord) -> None:
@@ -179,11 +216,7 @@ class StageEvaluator:
         rows = eval_set.rows
         n_samples = eval_set.n_samples or self.n_samples
         params = self.params if eval_set.params is None else eval_set.params
-        trajectories = []
-        for offset in range(0, len(rows), self.batch_size):
-            chunk = rows[offset : offset + self.batch_size]
-            out = asyncio.run(generator.generate(chunk, n_samples, params, group_offset=offset))
-            trajectories += out.trajectories
+        trajectories = play_rows(generator, rows, params, n_samples, self.batch_size)
         threshold = getattr(generator, "pass_threshold", 1.0)
         samples: dict[int, list[float]] = {}
         episodes: dict[int, list[dict[str, str]]] = {}
@@ -210,6 +243,9 @@ class StageEvaluator:
             behaviour=behaviour_shares(played),
             errors=errors,
             seconds=time.perf_counter() - start,
+            metrics=score_trajectories(
+                trajectories, rows, n_samples, threshold, self.breakdown_column, eval_set.metrics_prefix
+            ),
         )
 
     def _level(self, row: dict[str, Any]) -> str | None:

@@ -24,7 +24,7 @@ import functools
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from skyrl_train.config import Config, ConfigError, SamplingParams
 from skyrl_train.cost import CostTotals, cpu_seconds, step_cost
 from skyrl_train.data import Datasets, row_value
 from skyrl_train.evaluation.passk import evaluate_rows, pass_at_k
+from skyrl_train.evaluation.stages import STAGES, VAL_SET, StageEvaluator
 from skyrl_train.sampling import eval_sampling, rollout_sampling
 from skyrl_train.training import checkpoint as ckpt
 from skyrl_train.training.workers.group import WorkerLostError
@@ -267,10 +268,10 @@ class Trainer:
 
         data = Datasets.from_config(cfg.data, tr, self.tokenizer)
         self.train_set, self.val_rows, self.iterator = data.train, data.val_rows, data.iterator
-        from skyrl_train.evaluation.stages import StageEvaluator
-
-        self.stage_evals = StageEvaluator.from_config(cfg)
-        self.stage_evals.outcomes_path = self.run_dir / "eval_outcomes.jsonl"
+        self.evaluator = StageEvaluator.from_config(cfg, val_rows=self.val_rows)
+        """Every evaluation of the run: ``data.val_data`` (the set ``val``) and ``data.eval_sets``."""
+        if not self.evaluate_only:  # an evaluation of a checkpoint leaves its run's folder as it was
+            self.evaluator.outcomes_path = self.run_dir / "eval_outcomes.jsonl"
         from skyrl_train.loop.dynamic_sampling import DynamicSampler
 
         self.dynamic_sampler = DynamicSampler.from_config(cfg)
@@ -582,32 +583,31 @@ class Trainer:
         return asyncio.run(self.generator.generate(rows, self.loop.n_samples, params, group_offset=offset))
 
     def evaluate(self) -> dict[str, float]:
-        """Evaluate on ``data.val_data`` with the evaluation sampling settings."""
-        if not self.val_rows:
+        """Evaluate ``data.val_data`` now with the evaluation sampling settings (``skyrl-train eval``); its
+        ``eval/`` metrics."""
+        return self._evaluate("after_rl", only=(VAL_SET,))
+
+    def _evaluate(self, stage: str, only: Sequence[str] | None = None) -> dict[str, float]:
+        """Every evaluation set that names ``stage`` (see :mod:`skyrl_train.evaluation.stages`); their
+        metrics. Their time is counted apart (outside ``trainer.max_wall_time_s``)."""
+        if not self.evaluator:
             return {}
         start = time.perf_counter()
-        metrics = evaluate_rows(
-            self.generator,
-            self.val_rows,
-            eval_sampling(self.cfg),
-            self.loop.eval_n_samples,
-            self.loop.eval_batch_size,
-            self.loop.eval_breakdown_column,
-        )
-        metrics["time/eval_s"] = time.perf_counter() - start
-        self.eval_time_s += metrics["time/eval_s"]
+        metrics = self.evaluator.run(self.generator, stage, self.step, only=only)
+        self.eval_time_s += time.perf_counter() - start
         return metrics
 
-    def stage_eval(self, stage: str, step: int) -> dict[str, float]:
-        """The stage evaluations of ``data.eval_sets`` at ``stage`` (before, after_warmup, after_rl), logged
-        at tracker step ``step``; see :mod:`skyrl_train.evaluation.stages`."""
-        if not self.stage_evals:
-            return {}
-        start = time.perf_counter()
-        metrics = self.stage_evals.run(self.generator, stage, self.step)
-        self.eval_time_s += time.perf_counter() - start
-        if metrics:
-            self.tracker.log(metrics, step=step)
+    def _evaluate_stage(self, stage: str, log_step: int, evals: list[dict[str, Any]]) -> dict[str, float]:
+        """:meth:`_evaluate` at ``stage``; its metrics are logged at tracker step ``log_step`` (``None``: the
+        caller logs them with the step's own), and ``data.val_data``'s go into ``evals`` (the summary's
+        ``evaluations``)."""
+        done = len(self.evaluator.records.get(VAL_SET, ()))
+        metrics = self._evaluate(stage)
+        if metrics and log_step is not None:
+            self.tracker.log(metrics, step=log_step)
+        records = self.evaluator.records.get(VAL_SET, ())
+        if len(records) > done:
+            evals.append({"stage": STAGES[stage], "step": self.step, **records[-1].metrics})
         return metrics
 
     def warmup(self) -> None:
@@ -679,19 +679,11 @@ class Trainer:
         evals: list[dict[str, Any]] = []
         fresh = self.step == 0
         if loop.eval_before_train and fresh:
-            before = self.evaluate()
-            if before:
-                self.tracker.log(before, step=0)
-                evals.append({"stage": "before", "step": 0, **before})
-            self.stage_eval("before", 0)
+            self._evaluate_stage("before", 0, evals)
         if fresh and (loop.warmup_steps > 0 or loop.self_correction_steps > 0):
             self.warmup()
             if loop.eval_after_warmup:
-                result = self.evaluate()
-                if result:
-                    self.tracker.log(result, step=self.log_offset)
-                    evals.append({"stage": "after warm-up", "step": 0, **result})
-                self.stage_eval("after_warmup", self.log_offset)
+                self._evaluate_stage("after_warmup", self.log_offset, evals)
         # RL's own clock: the time budget counts neither the warm-up nor any evaluation
         self._rl_clock = (time.perf_counter(), self.eval_time_s)
         bar = ProgressBar(total=self.total_steps, initial=self.step, desc="train")
@@ -710,11 +702,7 @@ class Trainer:
         if self.step >= self.total_steps and stop_reason == "data":
             stop_reason = "max_steps" if tr.max_steps is not None else "data"
         self.save()
-        after = self.evaluate()
-        if after:
-            self.tracker.log(after, step=self.log_offset + self.step)
-            evals.append({"stage": "after RL", "step": self.step, **after})
-        self.stage_eval("after_rl", self.log_offset + self.step)
+        self._evaluate_stage("after_rl", self.log_offset + self.step, evals)
         rl_s = self.rl_elapsed_s()
         summary = self._summary(evals, time.perf_counter() - started, stop_reason, rl_wall_s=rl_s)
         return summary
@@ -754,10 +742,7 @@ class Trainer:
         self.step += 1
         metrics["train/epoch"] = epoch
         if self.loop.evaluates_after(self.step):
-            result = self.evaluate()
-            metrics.update(result)
-            if result:
-                evals.append({"stage": "during RL", "step": self.step, **result})
+            metrics.update(self._evaluate_stage("during_rl", None, evals))
         self.tracker.log(metrics, step=self.log_offset + self.step)
         bar.update(1, reward=metrics.get("generate/reward_mean", float("nan")))
         if self.loop.checkpoints_after(self.step):
@@ -805,8 +790,8 @@ class Trainer:
             "evaluations": evals,
             "eval_time_s": round(self.eval_time_s, 1),
         }
-        if self.stage_evals:
-            summary.update(self.stage_evals.summary())
+        if self.evaluator:
+            summary.update(self.evaluator.summary())
         summary["stages"] = [
             {
                 "stage": e["stage"],
@@ -824,7 +809,7 @@ class Trainer:
         if metrics_path is not None and metrics_path.exists():
             with contextlib.suppress(Exception):
                 plot_learning_curves(metrics_path, self.run_dir / "learning_curve.png")
-        if self.stage_evals:
+        if self.evaluator:
             from skyrl_train.report import write_report
 
             write_report(self.run_dir, summary, warmup_steps=self.log_offset)

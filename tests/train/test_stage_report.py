@@ -255,3 +255,47 @@ def test_a_set_may_sample_its_questions_its_own_way(tokenizer, rows, tmp_path):
     greedy, sampled = StageEvaluator.from_config(config).sets
     assert (greedy.n_samples, greedy.params) == (None, None)
     assert sampled.n_samples == 8 and sampled.params.temperature == 1.0 and sampled.stages == ("after_rl",)
+
+
+def test_val_data_is_an_evaluation_set_scored_as_any_other(tokenizer, rows, tmp_path):
+    """data.val_data is the set val: it comes last, at every stage, under the plain eval/ prefix; a named set
+    over the same rows gets the same scores under its own prefix (one scorer, pass@k included)."""
+    from skyrl_train.config import ConfigError
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = [
+        f"data.val_data=[{path}]",
+        "generator.eval_n_samples_per_prompt=2",
+        "generator.eval_sampling_params.temperature=1.0",
+    ]
+    config = load_config(
+        "sql_cpu", [*overrides, f"data.eval_sets={{same: {{paths: [{path}], stages: [during_rl]}}}}"]
+    )
+    evaluator = StageEvaluator.from_config(config, val_rows=rows)
+    assert [(s.name, s.stages) for s in evaluator.sets] == [
+        ("same", ("during_rl",)),
+        ("val", ("before", "after_warmup", "during_rl", "after_rl")),
+    ]
+    generator = _generator(tokenizer, rows, ["gold", "wrong", "fix", "gold", "wrong", "empty"])
+    metrics = evaluator.run(generator, "during_rl", 3)
+    val = {
+        k[len("eval/") :]: v
+        for k, v in metrics.items()
+        if k.startswith("eval/") and not k.startswith("eval/same/")
+    }
+    same = {k[len("eval/same/") :]: v for k, v in metrics.items() if k.startswith("eval/same/")}
+    assert val == same
+    assert val["num_prompts"] == 6.0 and val["num_trajectories"] == 12.0 and val["num_errors"] == 0.0
+    assert val["accuracy"] == pytest.approx(4 / 6) and val["pass@1"] == pytest.approx(4 / 6)
+    assert val["pass@2"] == pytest.approx(4 / 6) and val["valid_format_rate"] == 1.0
+    assert val["queried_first"] == pytest.approx(2 / 6)
+    assert "time/eval_s" in metrics and "time/eval_same_s" in metrics
+    # a stage that only val names evaluates only val
+    assert not any(k.startswith("eval/same/") for k in evaluator.run(generator, "after_rl", 4))
+    table = evaluator.summary()["eval_sets"]
+    assert [st["stage"] for st in table["val"]["stages"]] == ["during RL", "after RL"]
+    assert [st["stage"] for st in table["same"]["stages"]] == ["during RL"]
+    # a named set may not take val's name
+    with pytest.raises(ConfigError, match="data.eval_sets.val: val is the name of data.val_data's"):
+        load_config("sql_cpu", [*overrides, f"data.eval_sets={{val: {{paths: [{path}]}}}}"])

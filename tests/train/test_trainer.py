@@ -60,18 +60,33 @@ def _overrides(tiny_model, sql_files, run_dir, *overrides) -> list[str]:
 
 def test_fit_writes_the_run_folder_and_resumes(tiny_model, sql_files, tmp_path):
     run_dir = tmp_path / "run"
-    with Trainer(_config(tiny_model, sql_files, run_dir, "trainer.max_steps=2")) as trainer:
+    config = _config(tiny_model, sql_files, run_dir, "trainer.max_steps=2", "trainer.eval_interval=1")
+    with Trainer(config) as trainer:
         before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
         summary = trainer.fit()
         after = trainer.policy.model.state_dict()
         assert any(not torch.equal(before[k], after[k]) for k in before), "training did not move the weights"
     assert summary["steps"] == 2 and summary["stopped_by"] == "max_steps"
-    stages = [e["stage"] for e in summary["evaluations"]]
-    assert stages == ["before", "after warm-up", "after RL"]
+    stages = [(e["stage"], e["step"]) for e in summary["evaluations"]]
+    assert stages == [("before", 0), ("after warm-up", 0), ("during RL", 1), ("after RL", 2)]
     for e in summary["evaluations"]:
         assert e["eval/num_prompts"] == 4.0 and 0.0 <= e["eval/accuracy"] <= 1.0
     saved = json.loads((run_dir / "summary.json").read_text())
-    assert saved["steps"] == 2 and [st["questions"] for st in saved["stages"]] == [4, 4, 4]
+    assert saved["steps"] == 2 and [st["questions"] for st in saved["stages"]] == [4, 4, 4, 4]
+    # data.val_data is the evaluation set val: its stage table, paired changes and per-question outcomes
+    val = saved["eval_sets"]["val"]
+    assert [(st["stage"], st["n"]) for st in val["stages"]] == [
+        ("before", 4),
+        ("after warm-up", 4),
+        ("during RL", 4),
+        ("after RL", 4),
+    ]
+    assert [(c["from"], c["to"]) for c in val["changes"]][-1] == ("before", "after RL")
+    outcomes = [json.loads(x) for x in (run_dir / "eval_outcomes.jsonl").read_text().splitlines()]
+    assert [(o["stage"], len(o["outcomes"])) for o in outcomes if o["set"] == "val"] == [
+        (stage, 4) for stage in ("before", "after_warmup", "during_rl", "after_rl")
+    ]
+    assert (run_dir / "report.md").exists()
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [line for line in lines if "generate/reward_mean" in line]
     assert len(steps) == 2 and all("time/generate_s" in s and "policy/grad_norm" in s for s in steps)
