@@ -93,12 +93,6 @@ class LoopPlan:
     """Passes of updates over each batch."""
     updates_per_step: int
     """Optimizer steps per training step: mini-batches per batch times ``update_epochs``."""
-    eval_n_samples: int
-    """Samples per evaluation prompt."""
-    eval_batch_size: int
-    """Prompts per evaluation batch."""
-    eval_breakdown_column: str | None
-    """The row column (a dotted path) whose values split the evaluation accuracy; None: no breakdown."""
     eval_before_train: bool
     """Evaluate before the first step of a fresh run."""
     eval_interval: int
@@ -145,9 +139,6 @@ class LoopPlan:
             critic_mini_batch=tr.critic_mini_batch_size * gen.n_samples_per_prompt,
             update_epochs=tr.update_epochs_per_batch,
             updates_per_step=(tr.train_batch_size // tr.policy_mini_batch_size) * tr.update_epochs_per_batch,
-            eval_n_samples=gen.eval_n_samples_per_prompt,
-            eval_batch_size=tr.eval_batch_size,
-            eval_breakdown_column=tr.eval_breakdown_column,
             eval_before_train=tr.eval_before_train,
             eval_interval=tr.eval_interval,
             ckpt_interval=tr.ckpt_interval,
@@ -584,7 +575,7 @@ class Trainer:
 
     def evaluate(self) -> dict[str, float]:
         """Evaluate ``data.val_data`` now with the evaluation sampling settings (``skyrl-train eval``); its
-        ``eval/`` metrics."""
+        ``eval/`` metrics. The evaluation is kept (the set ``val``'s stage table) as one after RL."""
         return self._evaluate("after_rl", only=(VAL_SET,))
 
     def _evaluate(self, stage: str, only: Sequence[str] | None = None) -> dict[str, float]:
@@ -597,7 +588,9 @@ class Trainer:
         self.eval_time_s += time.perf_counter() - start
         return metrics
 
-    def _evaluate_stage(self, stage: str, log_step: int, evals: list[dict[str, Any]]) -> dict[str, float]:
+    def _evaluate_stage(
+        self, stage: str, log_step: int | None, evals: list[dict[str, Any]]
+    ) -> dict[str, float]:
         """:meth:`_evaluate` at ``stage``; its metrics are logged at tracker step ``log_step`` (``None``: the
         caller logs them with the step's own), and ``data.val_data``'s go into ``evals`` (the summary's
         ``evaluations``)."""

@@ -465,10 +465,15 @@ def observe(config: Config, world: dict[str, Any]) -> dict[str, Any]:
         check_data_files(config.data.model_copy(update={"train_data": ["/nonexistent/rows.jsonl"]}))
     except FileNotFoundError as exc:
         seen["data"]["missing_file_error"] = str(exc)
-    stage_evals = StageEvaluator.from_config(config)
-    seen["stage_evals"] = {
-        s.name: {"stages": list(s.stages), "rows": [row["prompt"][0]["content"] for row in s.rows]}
-        for s in stage_evals.sets
+    evaluator = StageEvaluator.from_config(config, val_rows=data.val_rows)  # every evaluation of the run
+    seen["evaluations"] = {
+        "sets": {
+            s.name: {"stages": list(s.stages), "rows": [row["prompt"][0]["content"] for row in s.rows]}
+            for s in evaluator.sets
+        },
+        "n_samples": evaluator.n_samples,
+        "batch_size": evaluator.batch_size,
+        "breakdown_column": evaluator.breakdown_column,
     }
     loop = LoopPlan.from_config(config, data.iterator.total_batches)
     seen["loop"] = {
