@@ -259,19 +259,26 @@ def test_a_training_step_on_two_gloo_workers(tiny_model, sql_files, tmp_path):
         assert trainer.policy.call("__getattribute__", "global_step") == [2, 2]  # warm-up and RL
 
 
-def test_self_correction_steps_follow_the_reference_warmup(tiny_model, sql_files, tmp_path):
-    """``trainer.sft_warmup.self_correction_steps``: after the reference step, the model samples its own
-    episodes with the engine and a step trains on what they give; RL's steps are logged after both."""
-    run_dir = tmp_path / "run"
-    config = _config(
+def _self_correction_config(tiny_model, sql_files, run_dir, *overrides):
+    """One RL step after the warm-up's self-correction steps (two samples per row), without evaluations."""
+    return _config(
         tiny_model,
         sql_files,
         run_dir,
         "trainer.max_steps=1",
-        "trainer.sft_warmup.self_correction_steps=2",
         "trainer.sft_warmup.self_correction_samples=2",
         "trainer.eval_before_train=false",
         "trainer.sft_warmup.eval_after=false",
+        *overrides,
+    )
+
+
+def test_self_correction_steps_follow_the_reference_warmup(tiny_model, sql_files, tmp_path):
+    """``trainer.sft_warmup.self_correction_steps``: after the reference step, the model samples its own
+    episodes with the engine and a step trains on what they give; RL's steps are logged after both."""
+    run_dir = tmp_path / "run"
+    config = _self_correction_config(
+        tiny_model, sql_files, run_dir, "trainer.sft_warmup.self_correction_steps=2"
     )
     with Trainer(config) as trainer:
         assert trainer.log_offset == 3
@@ -293,16 +300,12 @@ def test_self_correction_steps_keep_query_first_to_the_episode_fraction(
     what they train on queries first (every query sampled becomes the reference answer), with 1 all of it does
     (every answer given at once becomes a reference episode)."""
     run_dir = tmp_path / "run"
-    config = _config(
+    config = _self_correction_config(
         tiny_model,
         sql_files,
         run_dir,
-        "trainer.max_steps=1",
-        f"trainer.sft_warmup.episode_fraction={fraction}",
         "trainer.sft_warmup.self_correction_steps=1",
-        "trainer.sft_warmup.self_correction_samples=2",
-        "trainer.eval_before_train=false",
-        "trainer.sft_warmup.eval_after=false",
+        f"trainer.sft_warmup.episode_fraction={fraction}",
     )
     with Trainer(config) as trainer:
         trainer.fit()
