@@ -8,6 +8,7 @@ instance (``make test-swe-all``). The docker backend has the same checks in test
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -275,7 +276,7 @@ def test_adversarial_episodes_never_end_in_error(bwrap, actions):
     play_adversarial(FAST, actions)
 
 
-def test_users_rows_and_naming_rules(tmp_path):
+def test_users_rows_and_naming_rules(tmp_path, monkeypatch):
     base = {"instance_id": "django__django-11099", "repo": "django/django", "version": "3.0",
             "FAIL_TO_PASS": '["tests/a/test_x.py::test_one"]', "PASS_TO_PASS": "[]", "problem_statement": "p"}  # fmt: skip
     swebench = SWEInstance.from_row({**base, "base_commit": "abc", "patch": "fix", "test_patch": "tests"})
@@ -296,5 +297,10 @@ def test_users_rows_and_naming_rules(tmp_path):
         SWEEnv({}, {"reward_spec": {"method": "rule"}})
     with pytest.raises(ValueError, match="backend"):
         SWEEnv({"backend": "podman"})
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    backend = make_backend("bwrap", smith, BackendSettings())
     with pytest.raises(ValueError, match="bwrap backend"):
-        make_backend("bwrap", smith, BackendSettings()).start()
+        backend.start()
+    assert backend.root is None and list(temp.iterdir()) == []  # the failed set-up left no folder

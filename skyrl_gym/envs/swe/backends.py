@@ -885,27 +885,31 @@ class BwrapBackend(SWEBackend):
         if self.root is not None:
             return
         begin = time.monotonic()
-        self.root = Path(tempfile.mkdtemp(prefix="skyrl-swe-"))
-        repo = self.root / "repo"
-        _clean_copy(self.instance, repo)
-        self._trusted_root = Path(tempfile.mkdtemp(prefix="skyrl-swe-trusted-"))
-        script = prepare_script(
-            self.instance,
-            apply_bug=True,
-            hide=True,
-            episode=True,
-            trusted=str(self._trusted_root / "episode.git"),
-        )
-        result = _host_script(script, repo, stdin=self.instance.bug_patch)
-        if not result.ok:
-            raise InfraError(f"setting up {self.instance.instance_id} failed: {result.stderr[-1500:]}")
-        self.tree = _tree_of(result.stdout)
-        from skyrl_gym.tools.workspace import LocalDirWorkspace
+        try:
+            self.root = Path(tempfile.mkdtemp(prefix="skyrl-swe-"))
+            repo = self.root / "repo"
+            _clean_copy(self.instance, repo)
+            self._trusted_root = Path(tempfile.mkdtemp(prefix="skyrl-swe-trusted-"))
+            script = prepare_script(
+                self.instance,
+                apply_bug=True,
+                hide=True,
+                episode=True,
+                trusted=str(self._trusted_root / "episode.git"),
+            )
+            result = _host_script(script, repo, stdin=self.instance.bug_patch)
+            if not result.ok:
+                raise InfraError(f"setting up {self.instance.instance_id} failed: {result.stderr[-1500:]}")
+            self.tree = _tree_of(result.stdout)
+            from skyrl_gym.tools.workspace import LocalDirWorkspace
 
-        self._workspace = LocalDirWorkspace(
-            repo, sandbox=self._get_sandbox(), memory_mb=self.settings.memory_mb,
-            max_output_chars=self.settings.max_output_chars,
-        )  # fmt: skip
+            self._workspace = LocalDirWorkspace(
+                repo, sandbox=self._get_sandbox(), memory_mb=self.settings.memory_mb,
+                max_output_chars=self.settings.max_output_chars,
+            )  # fmt: skip
+        except BaseException:
+            self.close()  # a failed set-up leaves no folder behind
+            raise
         self.setup_s = time.monotonic() - begin
 
     def workspace(self) -> Any:
