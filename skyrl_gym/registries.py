@@ -55,6 +55,7 @@ class Registry(Generic[T]):
         self.config_key = config_key
         self._entries: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
+        self._builtins = tuple(builtins or ())
         for name, entry_point in (builtins or {}).items():
             self.register_lazy(name, entry_point)
 
@@ -118,6 +119,10 @@ class Registry(Generic[T]):
             f"unknown {self.kind} {name!r}{where}; {did_you_mean(str(name), known)}"
             f"Registered: {', '.join(known) or 'none'}"
         )
+
+    def builtin_names(self) -> list[str]:
+        """The names of the implementations that ship with the project, in the order they were given."""
+        return list(self._builtins)
 
     def names(self) -> list[str]:
         """Every registered name, sorted (built-ins included, imported or not)."""

@@ -13,12 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from skyrl_gym.registries import Registry
-from skyrl_gym.tools.agent.registry import TOOLS
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "AGENTS",
-    "AGENT_TOOLS",
     "BUILTIN_ADVANTAGE_ESTIMATORS",
     "BUILTIN_POLICY_LOSSES",
     "DISPATCHERS",
@@ -26,6 +24,7 @@ __all__ = [
     "POLICY_LOSSES",
     "WEIGHT_SYNCS",
     "check_environment_settings",
+    "part_settings",
 ]
 
 _ADVANTAGES = "skyrl_train.training.algorithms.advantages"
@@ -70,8 +69,8 @@ DISPATCHERS: Registry[Callable[..., Any]] = Registry(
         "async_pipeline": "skyrl_train.rollout.dispatch.async_pipeline:AsyncPipelineDispatcher",
     },
 )
-"""Dispatcher factories by name (``generator.dispatcher``); a dispatcher class's ``family`` names the section of
-``generator`` its settings are in."""
+"""Dispatcher factories by name (``generator.dispatcher.type``); a dispatcher class's ``settings`` is the class
+of the rest of ``generator.dispatcher``."""
 
 WEIGHT_SYNCS: Registry[Any] = Registry(
     "weight sync strategy",
@@ -95,23 +94,14 @@ AGENTS: Registry[Callable[..., Any]] = Registry(
         "react": "skyrl_train.rollout.react:ReActTrajectory",
     },
 )
-"""Trajectory classes by agent name (``generator.agent``); a class whose ``reads_react_section`` is true takes
-its settings from ``generator.react``."""
-
-AGENT_TOOLS: Registry[Any] = TOOLS
-"""The ReAct agent's tools by name (``generator.react.tools``): ``skyrl_gym``'s registry of agent tools, which
-holds them (:mod:`skyrl_gym.tools.agent`)."""
+"""Trajectory classes by agent name (``generator.agent.type``); a class's ``settings`` is the class of the rest of
+``generator.agent``."""
 
 
-def dispatcher_family(name: str) -> str | None:
-    """The section of ``generator`` that holds dispatcher ``name``'s settings (its ``family``: the built-in it
-    is or builds on); ``None`` for a dispatcher of another kind. Imports the dispatcher when first asked."""
-    return getattr(DISPATCHERS.get(name), "family", None)
-
-
-def agent_reads_react_section(name: str) -> bool:
-    """Whether agent ``name`` takes its settings from ``generator.react``. Imports the agent when first asked."""
-    return bool(getattr(AGENTS.get(name), "reads_react_section", False))
+def part_settings(registry: Registry[Any], name: str) -> Any:
+    """The settings class that part ``name`` of ``registry`` declares beside itself (its ``settings``
+    attribute), or None for a part that declares none. Imports the part when first asked."""
+    return getattr(registry.get(name), "settings", None)
 
 
 ENVIRONMENT_SETTINGS_CHECK = "skyrl_gym.envs.registration:check_env_configs"

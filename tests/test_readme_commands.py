@@ -72,7 +72,7 @@ SERVE = "skyrl-train serve --port 8000 --store-dir runs/tinker"
 CLIENT = "TINKER_API_KEY=tml-local python my_script.py"
 TERMINAL_TRAIN = "skyrl-train train terminal_react_cpu"
 REACT = (
-    "skyrl-train train sql_cpu generator.agent=react generator.react.tools=[sql] "
+    "skyrl-train train sql_cpu generator.agent=react generator.agent.tools=[sql] "
     "generator.sampling_params.stop=[</tool_call>]"
 )
 PASS_AT_K = "skyrl-train eval --env terminal --agent react --limit 4 --n 2 --max-turns 3"

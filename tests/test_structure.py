@@ -123,11 +123,10 @@ CONFIG_MAY_IMPORT = (
     "skyrl_train.names",
     "skyrl_gym.registries",
     "skyrl_gym.errors",
-    "skyrl_gym.tools.agent.registry",
 )
-"""What the config layer reads: itself, the names of the swappable parts and the registries that hold them
-(``skyrl_gym.tools.agent.registry`` holds the agent tools' names, none of the tools). A part it configures
-(dispatchers, weight syncs, agents, tools, algorithms) is reached only by its name."""
+"""What the config layer reads: itself, the names of the swappable parts and the registries that hold them. A
+part it configures (dispatchers, weight syncs, agents, tools, algorithms) is reached only by its name, and its
+settings only through the class the part declares beside itself."""
 
 
 def _reachable(start: str, graph: dict[str, set[str]]) -> set[str]:

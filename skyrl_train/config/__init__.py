@@ -24,8 +24,15 @@ resolved against the whole configuration, defaults included, when it is loaded.
 Nothing here imports torch: checking a recipe is cheap.
 """
 
-from skyrl_train.config.base import ConfigError, NotImplementedYet, Section
-from skyrl_train.config.loading import RECIPES_DIR, describe_config, iter_keys, list_recipes, load_config
+from skyrl_train.config.base import ConfigError, NotImplementedYet, PartSettings, Section
+from skyrl_train.config.loading import (
+    RECIPES_DIR,
+    describe_config,
+    iter_keys,
+    iter_part_keys,
+    list_recipes,
+    load_config,
+)
 from skyrl_train.config.rules import BUILTIN_ADVANTAGE_ESTIMATORS, BUILTIN_POLICY_LOSSES
 from skyrl_train.config.schema import (
     EMBEDDED_MODEL,
@@ -73,12 +80,14 @@ __all__ = [
     "RefConfig",
     "SamplingParams",
     "SamplingParamsConfig",
+    "PartSettings",
     "Section",
     "TrainerConfig",
     "RecordConfig",
     "WarmupConfig",
     "describe_config",
     "iter_keys",
+    "iter_part_keys",
     "list_recipes",
     "load_config",
 ]

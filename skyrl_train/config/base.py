@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "Float",
     "NotImplementedYet",
+    "PartSettings",
     "Section",
     "StrList",
     "accepts_str",
@@ -24,6 +25,7 @@ __all__ = [
     "field_named",
     "has_interpolation",
     "is_free_dict",
+    "is_part",
     "is_section",
     "one_as_list",
     "resolve_interpolations",
@@ -109,6 +111,21 @@ class Section(BaseModel):
         if isinstance(value, Mapping):
             return cls.model_validate(dict(value))
         return value
+
+
+class PartSettings(Section):
+    """Settings of a swappable part chosen by name (``generator.dispatcher``, ``generator.agent``): ``type``
+    names the part in its registry, and the part's own settings class (its ``settings`` attribute, a subclass
+    of this one declared beside the part) takes the rest of the section. A bare name stands for
+    ``{type: name}``."""
+
+    type: str
+    """The part's name in its registry."""
+
+
+def is_part(tp: Any) -> bool:
+    """Whether ``tp`` is a part's settings (a section chosen by its ``type``)."""
+    return isinstance(tp, type) and issubclass(tp, PartSettings)
 
 
 def is_section(tp: Any) -> bool:
@@ -221,8 +238,15 @@ def validation_messages(error: ValidationError, root: type[BaseModel]) -> list[s
         kind, value = item["type"], item.get("input")
         if kind == "rules":
             out += list(item["ctx"]["problems"])
+        elif kind == "part_setting":
+            ctx = item["ctx"]
+            out += [
+                f"{key}.{name} is not a setting of {ctx['part']} ({ctx['known']})" for name in ctx["names"]
+            ]
         elif kind == "extra_forbidden":
             out.append(unknown_key_message(key, root))
+        elif kind == "unknown_part":
+            out.append(item["ctx"]["message"])
         elif kind == "not_implemented":
             out.append(f"{key}={value!r} is not implemented yet: {item['ctx']['reason']}")
         elif kind == "model_type":

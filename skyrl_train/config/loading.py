@@ -11,19 +11,22 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from skyrl_train import names
 from skyrl_train.config.base import (
     ConfigError,
+    PartSettings,
     accepts_str,
     field_named,
     is_free_dict,
+    is_part,
     is_section,
     type_name,
     unknown_key_message,
     walk_keys,
 )
-from skyrl_train.config.schema import Config
+from skyrl_train.config.schema import OLD_PART_SECTIONS, Config, PartOf
 
-__all__ = ["RECIPES_DIR", "describe_config", "iter_keys", "list_recipes", "load_config"]
+__all__ = ["RECIPES_DIR", "describe_config", "iter_keys", "iter_part_keys", "list_recipes", "load_config"]
 
 RECIPES_DIR = Path(__file__).parent.parent / "recipes"
 """Where the recipes shipped with the package live (``load_config("sql_cpu")`` reads ``sql_cpu.yaml``)."""
@@ -33,6 +36,22 @@ def iter_keys(model: type[BaseModel] = Config, prefix: str = "") -> Iterator[tup
     """Every leaf key of the configuration (or of the section ``model``) as ``(dotted key, pydantic
     FieldInfo)``, in schema order; a free-form mapping (``environment.skyrl_gym``) is one leaf."""
     return walk_keys(model, prefix)
+
+
+def iter_part_keys(model: type[BaseModel] = Config, prefix: str = "") -> Iterator[tuple[str, Any, str]]:
+    """Every setting of every built-in part that a section chooses by name (``generator.dispatcher``,
+    ``generator.agent``) as ``(dotted key, pydantic FieldInfo, the part's name)``; ``type`` itself is one of
+    :func:`iter_keys`. Imports the built-in parts."""
+    for name, field in model.model_fields.items():
+        marker = next((m for m in field.metadata if isinstance(m, PartOf)), None)
+        if marker is not None:
+            for part in marker.registry.builtin_names():
+                settings = names.part_settings(marker.registry, part) or PartSettings
+                for key, setting in settings.model_fields.items():
+                    if key != "type":
+                        yield f"{prefix}{name}.{key}", setting, part
+        elif is_section(field.annotation):
+            yield from iter_part_keys(field.annotation, f"{prefix}{name}.")
 
 
 def list_recipes() -> list[str]:
@@ -109,15 +128,22 @@ def _apply_override(data: dict[str, Any], override: str, errors: list[str]) -> N
         child = node.get(part)
         if child is None:
             child = node[part] = {}
+        if isinstance(child, str) and is_part(_annotation_at(parts[: i + 1])[0]):
+            child = node[part] = {"type": child}  # `dispatcher: fixed_pool` then `dispatcher.num_workers=2`
         if not isinstance(child, dict):
             errors.append(f"override {override!r}: {'.'.join(parts[: i + 1])} is not a section")
             return
         node = child
-    node[parts[-1]] = value
+    if isinstance(value, str) and isinstance(node.get(parts[-1]), dict) and is_part(annotation):
+        node[parts[-1]]["type"] = value  # a part's name keeps the settings already given for it
+    else:
+        node[parts[-1]] = value
 
 
 def _annotation_at(parts: Sequence[str]) -> tuple[Any, bool]:
     """The schema annotation at a dotted path, and whether the path falls inside a free-form dict."""
+    if len(parts) > 2 and parts[0] == "generator" and parts[1] in OLD_PART_SECTIONS:
+        return None, True  # read into the part's own section, with a DeprecationWarning
     model: Any = Config
     annotation: Any = None
     for part in parts:
@@ -127,7 +153,8 @@ def _annotation_at(parts: Sequence[str]) -> tuple[Any, bool]:
             return None, False
         field = field_named(model, part)
         if field is None:
-            return None, False
+            # the rest of a part's section is that part's own settings, which its class checks
+            return None, is_part(model)
         annotation = field.annotation
         model = annotation
     return annotation, False
@@ -150,6 +177,17 @@ def describe_config(config: Config | None = None) -> list[str]:
                 shown = f" = {value!r}"
         doc = " ".join((field.description or "").split())
         lines.append(f"{key}{shown} ({type_name(field.annotation)}, default {default!r}): {doc}")
+    for key, field, part in iter_part_keys():
+        section, _, leaf = key.rpartition(".")
+        default = field.get_default(call_default_factory=True)
+        shown = ""
+        chosen = _value_at(config, section) if config is not None else None
+        if chosen is not None and chosen.type == part and getattr(chosen, leaf) != default:
+            shown = f" = {getattr(chosen, leaf)!r}"
+        doc = " ".join((field.description or "").split())
+        lines.append(
+            f"{key}{shown} [{section}.type={part}] ({type_name(field.annotation)}, default {default!r}): {doc}"
+        )
     return lines
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from skyrl_train import names
 
 if TYPE_CHECKING:
-    from skyrl_train.config.schema import Config, GeneratorConfig, TrainerConfig
+    from skyrl_train.config.schema import Config, TrainerConfig
 
 __all__ = [
     "BUILTIN_ADVANTAGE_ESTIMATORS",
@@ -37,12 +37,10 @@ def check_rules(cfg: Config) -> list[str]:
     errors: list[str] = []
     t, g, a, p = cfg.trainer, cfg.generator, cfg.trainer.algorithm, cfg.trainer.placement
 
-    # 1. The advantage estimator, the policy loss and the dispatcher exist (built in or registered).
+    # 1. The advantage estimator and the policy loss exist (built in or registered; the dispatcher and the agent
+    #    are checked with their own settings, when the config is validated).
     errors += _check_registered(a.advantage_estimator, names.ADVANTAGE_ESTIMATORS)
     errors += _check_registered(a.policy_loss_type, names.POLICY_LOSSES)
-    errors += _check_registered(g.dispatcher, names.DISPATCHERS)
-    errors += _check_registered(g.agent, names.AGENTS)
-    errors += _check_sections(g)
     # every environment's settings, as it would read them when made: a typo fails here, before anything loads
     errors += [
         f"environment.skyrl_gym.{p}" for p in names.check_environment_settings(cfg.environment.skyrl_gym)
@@ -437,32 +435,6 @@ def _check_batch_split(t: TrainerConfig, n_samples: int, world_size: int, role: 
 def _check_registered(name: str, registry: Any) -> list[str]:
     """A configured name is a built-in or one that user code registered (a did-you-mean otherwise)."""
     return [] if name in registry else [registry.unknown_message(name)]
-
-
-def _check_sections(g: GeneratorConfig) -> list[str]:
-    """A dispatcher's or agent's own section is set only when that dispatcher or agent runs (else it would do
-    nothing), and the react tools are registered."""
-    errors: list[str] = []
-    if g.dispatcher in names.DISPATCHERS:
-        family = names.dispatcher_family(g.dispatcher)
-        for section in ("fixed_pool", "async_pipeline"):
-            changed = _changed_keys(getattr(g, section))
-            if changed and family != section:
-                errors.append(
-                    f"generator.{section}.{changed[0]} is set but generator.dispatcher={g.dispatcher!r} is not "
-                    f"{section}: set generator.dispatcher={section} or leave generator.{section} out"
-                )
-    if g.agent in names.AGENTS:
-        changed = _changed_keys(g.react)
-        if changed and not names.agent_reads_react_section(g.agent):
-            errors.append(
-                f"generator.react.{changed[0]} is set but generator.agent={g.agent!r} is not a react agent: "
-                "set generator.agent=react or leave generator.react out"
-            )
-    if g.react.tools is not None:
-        tools = names.AGENT_TOOLS
-        errors += [tools.unknown_message(name) for name in g.react.tools if name not in tools]
-    return errors
 
 
 def _changed_keys(section: Any) -> list[str]:

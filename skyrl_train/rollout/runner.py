@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from skyrl_train.names import agent_reads_react_section, dispatcher_family
 from skyrl_train.rollout.agents import agent_class
 from skyrl_train.rollout.dispatch.async_batch import AsyncBatchDispatcher
-from skyrl_train.rollout.dispatch.base import Dispatcher, StageTimeouts
+from skyrl_train.rollout.dispatch.base import Dispatcher, DispatcherSettings, StageTimeouts
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolSettings
 from skyrl_train.rollout.metrics import rollout_metrics
+from skyrl_train.rollout.react import ReActSettings
 from skyrl_train.rollout.records import Generator, GeneratorOutput, TrajectoryResult
 from skyrl_train.rollout.template import ChatTemplate
 from skyrl_train.rollout.trajectory import RolloutContext, Trajectory, split_row
@@ -24,7 +25,7 @@ from skyrl_train.rollout.trajectory import RolloutContext, Trajectory, split_row
 if TYPE_CHECKING:
     from skyrl_train.config.schema import GeneratorConfig
 
-__all__ = ["AgentRunner", "agent_kwargs_from_config", "dispatcher_family", "dispatcher_from_config"]
+__all__ = ["AgentRunner", "agent_kwargs_from_config", "dispatcher_from_config"]
 
 
 class AgentRunner(Generator):
@@ -128,14 +129,14 @@ class AgentRunner(Generator):
         kwargs: dict[str, Any] = dict(
             env_configs=environment.skyrl_gym,
             default_env_class=environment.env_class,
-            agent=gen.agent,
+            agent=gen.agent.type,
             max_turns=gen.max_turns,
             max_input_length=gen.max_input_length,
             max_tokens_per_trajectory=gen.max_tokens_per_trajectory,
             env_timeout_s=gen.env_timeout_s,
             env_close_timeout_s=gen.env_close_timeout_s,
             dispatcher=dispatcher_from_config(gen),
-            reuse_envs=gen.fixed_pool.reuse_envs,
+            reuse_envs=gen.dispatcher.reuse_envs if isinstance(gen.dispatcher, FixedPoolSettings) else True,
             agent_kwargs=agent_kwargs_from_config(gen),
         )
         kwargs.update(overrides)
@@ -265,37 +266,38 @@ def _accepts(factory: Any, name: str) -> bool:
 
 
 def dispatcher_from_config(gen: GeneratorConfig) -> Dispatcher:
-    """The dispatcher of ``generator.dispatcher`` sized by its section of the config.
+    """The dispatcher of ``generator.dispatcher`` built with its settings.
 
     Every dispatcher gets ``max_concurrency`` (``generator.max_concurrent_trajectories``) and, when its
-    factory takes them, the per-stage deadlines (``generator.stage_timeouts``); ``fixed_pool`` takes its
-    workers from ``generator.fixed_pool``, ``async_pipeline`` its caps from ``generator.async_pipeline``.
+    factory takes them, the per-stage deadlines (``generator.stage_timeouts``); its own settings (a
+    :class:`~skyrl_train.rollout.dispatch.base.DispatcherSettings`) add theirs: ``fixed_pool`` its
+    ``num_workers``, ``async_pipeline`` its caps.
     """
     from skyrl_train.rollout.dispatch import DISPATCHERS
 
-    factory = DISPATCHERS.get(gen.dispatcher)
-    family = dispatcher_family(gen.dispatcher)
+    settings = gen.dispatcher
+    factory = DISPATCHERS.get(settings.type)
     kwargs: dict[str, Any] = {"max_concurrency": gen.max_concurrent_trajectories}
-    if family is not None or _accepts(factory, "timeouts"):
+    if _accepts(factory, "timeouts"):
         kwargs["timeouts"] = StageTimeouts(**gen.stage_timeouts.model_dump())
-    if family == "fixed_pool" and gen.fixed_pool.num_workers is not None:
-        kwargs["max_concurrency"] = gen.fixed_pool.num_workers
-    if family == "async_pipeline":
-        kwargs.update(gen.async_pipeline.model_dump())
+    if isinstance(settings, DispatcherSettings):
+        kwargs.update(settings.factory_kwargs())
     return factory(**kwargs)
 
 
 def agent_kwargs_from_config(gen: GeneratorConfig) -> dict[str, Any]:
-    """The agent's own settings from the config: ``react=`` (``generator.react``, its ``max_turns``
-    defaulting to ``generator.max_turns``) for the react agent and agents built on it, none for others."""
-    if not agent_reads_react_section(gen.agent):
-        return {}
-    react = gen.react.model_dump()
-    if react["max_turns"] is None:
-        react["max_turns"] = gen.max_turns
-    if react["tools"] is not None:
-        react["tools"] = tuple(react["tools"])
-    return {"react": react}
+    """The agent's own settings from ``generator.agent``, as its constructor's keyword arguments: ``react=``
+    (its ``max_turns`` defaulting to ``generator.max_turns``) for the react agent and agents built on it;
+    every setting but ``type`` by name for an agent with settings of another class; none for one without."""
+    settings = gen.agent
+    if isinstance(settings, ReActSettings):
+        react = settings.model_dump(exclude={"type"})
+        if react["max_turns"] is None:
+            react["max_turns"] = gen.max_turns
+        if react["tools"] is not None:
+            react["tools"] = tuple(react["tools"])
+        return {"react": react}
+    return settings.model_dump(exclude={"type"})
 
 
 class MultiTurnGenerator(AgentRunner):

@@ -40,6 +40,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from skyrl_train.config.base import PartSettings
 from skyrl_train.rollout.records import END_STATES, TrajectoryResult
 from skyrl_train.rollout.template import sample_seed, stop_strings_for
 
@@ -115,8 +116,10 @@ class Trajectory:
         sample_index: which of the prompt's samples this is.
     """
 
-    reads_react_section: bool = False
-    """Whether this agent takes its settings from ``generator.react`` (the ReAct loop and those built on it)."""
+    settings: type[PartSettings] = PartSettings
+    """The class of this agent's settings (``generator.agent``); ``multi_turn`` has none but ``type``, an agent
+    built on another inherits its settings. The runner hands the rest of the section to the constructor as
+    ``agent_kwargs`` (see :func:`~skyrl_train.rollout.runner.agent_kwargs_from_config`)."""
 
     def __init__(
         self,

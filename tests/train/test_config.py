@@ -19,6 +19,7 @@ from skyrl_train.config import (
     Section,
     describe_config,
     iter_keys,
+    iter_part_keys,
     list_recipes,
     load_config,
 )
@@ -436,8 +437,18 @@ def test_every_field_has_a_docstring_and_describe_lists_them():
         assert model.model_config["extra"] == "forbid" and model.__doc__, model.__name__
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no docstring"
+    parts = list(iter_part_keys())  # each built-in dispatcher's and agent's own settings
+    assert {key for key, _, _ in parts} >= {"generator.dispatcher.num_workers", "generator.agent.tools"}
+    for key, field, part in parts:
+        assert field.description, f"{key} of {part} has no docstring"
     lines = describe_config()
-    assert len(lines) == len(keys)
+    assert len(lines) == len(keys) + len(parts)
+    assert any(
+        line.startswith(
+            "generator.dispatcher.max_ahead [generator.dispatcher.type=async_pipeline] (int | null"
+        )
+        for line in lines
+    )
     assert any(
         line.startswith("trainer.critic.optimizer_config.lr (float, default 5e-06): ") for line in lines
     )
@@ -458,7 +469,7 @@ def test_cli_prints_and_describes_recipes(capsys):
     assert yaml.safe_load(capsys.readouterr().out) == load_config("sql_qwen7b_8gpu").to_dict()
     assert main(["config", "sql_cpu", "--describe"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == len(list(iter_keys()))
+    assert len(out) == len(list(iter_keys())) + len(list(iter_part_keys()))
     assert any(
         line.startswith("trainer.sft_warmup.steps = 12 (int, default 0): Warm-up steps") for line in out
     )

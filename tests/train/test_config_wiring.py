@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 from pydantic import BaseModel  # noqa: E402
 
-from skyrl_train.config import Config, ConfigError, NotImplementedYet, iter_keys, load_config  # noqa: E402
+from skyrl_train.config import Config, ConfigError, NotImplementedYet, iter_keys, iter_part_keys, load_config  # noqa: E402
 from skyrl_train.data import Datasets  # noqa: E402
 from skyrl_train.evaluation.stages import StageEvaluator  # noqa: E402
 from skyrl_train.inference.base import engine_class  # noqa: E402
@@ -142,11 +142,7 @@ CONTEXT["generator.env_worker_num_cpus"] = [*RAY, "generator.env_workers=1"]
 # The policy's LoRA settings act when it has adapters.
 for _key in ("alpha", "train_attn", "train_mlp", "train_unembed", "full_warmup"):
     CONTEXT[f"trainer.policy.lora.{_key}"] = ["trainer.policy.lora.rank=2"]
-# A dispatcher's and an agent's own sections act when that dispatcher or agent runs (set otherwise: refused).
-CONTEXT["generator.fixed_pool.num_workers"] = ["generator.dispatcher=fixed_pool"]
-CONTEXT["generator.fixed_pool.reuse_envs"] = ["generator.dispatcher=fixed_pool"]
-for _key in ("initialize_concurrency", "evaluate_concurrency", "max_ahead", "max_behind", "headroom"):
-    CONTEXT[f"generator.async_pipeline.{_key}"] = ["generator.dispatcher=async_pipeline"]
+# A part's own settings (iter_part_keys) act when that part is chosen: each is set with its part's type.
 _REACT_KEYS = (
     "tools",
     "max_turns",
@@ -157,8 +153,6 @@ _REACT_KEYS = (
     "max_calls_per_turn",
     "max_tool_output_chars",
 )
-for _key in _REACT_KEYS:
-    CONTEXT[f"generator.react.{_key}"] = ["generator.agent=react"]
 
 # Where the dispatcher's and the agent's keys must arrive: the dispatcher built from the config, and the
 # settings of a trajectory of the agent built from it.
@@ -167,14 +161,14 @@ REACHES: dict[str, str] = {
         f"generator.stage_timeouts.{stage}": f"generator.dispatcher.timeouts.{stage}"
         for stage in ("initialize", "generate", "evaluate", "release")
     },  # fmt: skip
-    "generator.fixed_pool.num_workers": "generator.dispatcher.max_concurrency",
-    "generator.fixed_pool.reuse_envs": "generator.settings.reuse_envs",
-    "generator.async_pipeline.initialize_concurrency": "generator.dispatcher.initialize_concurrency",
-    "generator.async_pipeline.evaluate_concurrency": "generator.dispatcher.evaluate_concurrency",
-    "generator.async_pipeline.max_ahead": "generator.dispatcher.max_ahead",
-    "generator.async_pipeline.max_behind": "generator.dispatcher._max_behind",
-    "generator.async_pipeline.headroom": "generator.dispatcher.headroom",
-    **{f"generator.react.{key}": f"generator.react_trajectory.{key}" for key in _REACT_KEYS},
+    "generator.dispatcher.num_workers": "generator.dispatcher.max_concurrency",
+    "generator.dispatcher.reuse_envs": "generator.settings.reuse_envs",
+    "generator.dispatcher.initialize_concurrency": "generator.dispatcher.initialize_concurrency",
+    "generator.dispatcher.evaluate_concurrency": "generator.dispatcher.evaluate_concurrency",
+    "generator.dispatcher.max_ahead": "generator.dispatcher.max_ahead",
+    "generator.dispatcher.max_behind": "generator.dispatcher._max_behind",
+    "generator.dispatcher.headroom": "generator.dispatcher.headroom",
+    **{f"generator.agent.{key}": f"generator.react_trajectory.{key}" for key in _REACT_KEYS},
 }
 
 # Changed values where "the next valid value" is not obvious from the type.
@@ -252,19 +246,19 @@ CHANGED: dict[str, Any] = {
     "generator.eval_sampling_params.stop": ["</x>"],
     "generator.eval_sampling_params.stop_token_ids": [7],
     "generator.eval_sampling_params.seed": 7,
-    "generator.dispatcher": "wiring_test_dispatcher",
+    "generator.dispatcher.type": "wiring_test_dispatcher",
     "generator.stage_timeouts.initialize": 50.0,
     "generator.stage_timeouts.generate": 50.0,
     "generator.stage_timeouts.evaluate": 50.0,
     "generator.stage_timeouts.release": 60.0,
-    "generator.fixed_pool.num_workers": 3,
-    "generator.async_pipeline.initialize_concurrency": 3,
-    "generator.async_pipeline.evaluate_concurrency": 3,
-    "generator.async_pipeline.max_ahead": 5,
-    "generator.async_pipeline.max_behind": 2,
-    "generator.react.tools": ["bash", "finish"],
-    "generator.react.max_turns": 5,
-    "generator.agent": "wiring_test_agent",
+    "generator.dispatcher.num_workers": 3,
+    "generator.dispatcher.initialize_concurrency": 3,
+    "generator.dispatcher.evaluate_concurrency": 3,
+    "generator.dispatcher.max_ahead": 5,
+    "generator.dispatcher.max_behind": 2,
+    "generator.agent.tools": ["bash", "finish"],
+    "generator.agent.max_turns": 5,
+    "generator.agent.type": "wiring_test_agent",
     "trainer.strategy": "megatron",
     "trainer.run_name": "other_run",
     "trainer.project_name": "other_project",
@@ -614,8 +608,10 @@ def test_every_key_of_the_schema_has_a_reader(world, custom_dispatcher):
     base = _base(world)
     proved: dict[str, str] = {}
     unread: list[str] = []
-    for key, field in iter_keys():
-        context = _fill(CONTEXT.get(key, []), world)
+    keys = [(key, field, []) for key, field in iter_keys()]
+    keys += [(key, field, [f"{key.rpartition('.')[0]}.type={part}"]) for key, field, part in iter_part_keys()]
+    for key, field, part in keys:
+        context = _fill([*CONTEXT.get(key, []), *part], world)
         before = _load([*base, *context])
         current = before
         for part in key.split("."):
@@ -641,7 +637,7 @@ def test_every_key_of_the_schema_has_a_reader(world, custom_dispatcher):
         else:
             unread.append(key)
     assert not unread, f"keys whose change reaches no part (no reader): {unread}"
-    assert len(proved) == len(list(iter_keys()))
+    assert len(proved) == len(keys) == len({key for key, _, _ in keys})
 
 
 def test_the_observation_is_deterministic(world):

@@ -89,7 +89,7 @@ def test_one_grpo_step_with_the_react_agent_trains_and_masks_error_trajectories_
             "trainer.logger=[jsonl]",
             "trainer.policy.optimizer_config.lr=1e-3",
             "generator.agent=react",
-            "generator.react.tools=[sql]",
+            "generator.agent.tools=[sql]",
             "generator.n_samples_per_prompt=3",
             "generator.max_turns=3",
             "generator.max_tokens_per_trajectory=512",
@@ -153,7 +153,7 @@ def test_the_warm_up_plays_each_rows_reference_through_the_react_loop(sql_rows, 
     from skyrl_train.rollout.runner import AgentRunner
 
     _, rows = sql_rows
-    config = load_config("sql_cpu", ["generator.agent=react", "generator.react.tools=[sql]"])
+    config = load_config("sql_cpu", ["generator.agent=react", "generator.agent.tools=[sql]"])
 
     def runner_for(engine):
         return AgentRunner.from_config(config, engine, tokenizer)

@@ -24,6 +24,6 @@ def _builtins() -> dict[str, str]:
     }
 
 
-TOOLS: Registry[Any] = Registry("agent tool", config_key="generator.react.tools", builtins=_builtins())
-"""Agent tools by name (``generator.react.tools`` names them); :func:`~skyrl_gym.tools.core.tool` registers a
+TOOLS: Registry[Any] = Registry("agent tool", config_key="generator.agent.tools", builtins=_builtins())
+"""Agent tools by name (``generator.agent.tools`` names them); :func:`~skyrl_gym.tools.core.tool` registers a
 workspace tool into it."""

@@ -14,11 +14,12 @@
 """
 
 from skyrl_train.rollout.dispatch.async_batch import AsyncBatchDispatcher
-from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher
+from skyrl_train.rollout.dispatch.async_pipeline import AsyncPipelineDispatcher, AsyncPipelineSettings
 from skyrl_train.rollout.dispatch.base import (
     DISPATCHERS,
     STAGES,
     Dispatcher,
+    DispatcherSettings,
     DispatchStats,
     Job,
     JobFailure,
@@ -34,16 +35,19 @@ from skyrl_train.rollout.dispatch.base import (
     run_job,
     run_stage,
 )
-from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher
+from skyrl_train.rollout.dispatch.fixed_pool import FixedPoolDispatcher, FixedPoolSettings
 
 __all__ = [
     "DISPATCHERS",
     "STAGES",
     "AsyncBatchDispatcher",
     "AsyncPipelineDispatcher",
+    "AsyncPipelineSettings",
     "DispatchStats",
     "Dispatcher",
+    "DispatcherSettings",
     "FixedPoolDispatcher",
+    "FixedPoolSettings",
     "Job",
     "JobFailure",
     "PlainJob",

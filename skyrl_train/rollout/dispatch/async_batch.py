@@ -38,7 +38,6 @@ class AsyncBatchDispatcher(Dispatcher):
     """
 
     name = "async_batch"
-    family = "async_batch"
 
     def __init__(
         self,

@@ -39,8 +39,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import AliasChoices, Field
+
+from skyrl_train.config.base import Float
 from skyrl_train.rollout.dispatch.base import (
     Dispatcher,
+    DispatcherSettings,
     DispatchStats,
     Job,
     StagedJob,
@@ -51,7 +55,7 @@ from skyrl_train.rollout.dispatch.base import (
     run_stage,
 )
 
-__all__ = ["AsyncPipelineDispatcher"]
+__all__ = ["AsyncPipelineDispatcher", "AsyncPipelineSettings"]
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -91,6 +95,25 @@ def _littles_law(
     return setups, workers("evaluate"), setups + slots
 
 
+class AsyncPipelineSettings(DispatcherSettings):
+    """Settings of ``generator.dispatcher: {type: async_pipeline}``: set-up, generation and verification as
+    stages with their own workers. The generation slots are generator.max_concurrent_trajectories. A cap left
+    null adapts after every batch to the stage times measured (Little's law)."""
+
+    initialize_concurrency: int | None = Field(None, ge=1)
+    """Set-ups at once (never more than max_ahead); null: adapts."""
+    evaluate_concurrency: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("evaluate_concurrency", "max_eval_parallel_agents")
+    )
+    """Verifications at once (SkyRL-Agent's max_eval_parallel_agents); null: adapts."""
+    max_ahead: int | None = Field(None, ge=1)
+    """Trajectories set up (or setting up) that wait for a generation slot, at most; null: adapts."""
+    max_behind: int | None = Field(None, ge=1)
+    """Generated trajectories waiting for a verification worker, at most; null: the verification workers."""
+    headroom: Float = Field(1.5, gt=0, allow_inf_nan=False)
+    """How much more than Little's law the adapting caps get (covers the spread of stage times)."""
+
+
 @register_dispatcher("async_pipeline")
 class AsyncPipelineDispatcher(Dispatcher):
     """The stages of every job as a pipeline with per-stage workers and bounded queues between them.
@@ -119,7 +142,7 @@ class AsyncPipelineDispatcher(Dispatcher):
     """
 
     name = "async_pipeline"
-    family = "async_pipeline"
+    settings = AsyncPipelineSettings
 
     def __init__(
         self,

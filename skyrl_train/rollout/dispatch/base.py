@@ -31,11 +31,13 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from skyrl_gym.registries import Registry
 from skyrl_train import names
+from skyrl_train.config.base import PartSettings
 
 __all__ = [
     "DISPATCHERS",
     "STAGES",
     "Dispatcher",
+    "DispatcherSettings",
     "DispatchStats",
     "Job",
     "JobFailure",
@@ -421,6 +423,15 @@ async def run_job(
 
 
 # -- dispatchers ----------------------------------------------------------------------------------------
+class DispatcherSettings(PartSettings):
+    """Settings of a dispatcher (``generator.dispatcher``): ``type`` and what its own class adds, which
+    :meth:`factory_kwargs` hands to the dispatcher's factory. ``async_batch`` has none of its own."""
+
+    def factory_kwargs(self) -> dict[str, Any]:
+        """The dispatcher factory's keyword arguments from these settings (all but ``type`` by default)."""
+        return self.model_dump(exclude={"type"})
+
+
 class Dispatcher(abc.ABC):
     """Runs staged jobs (or plain coroutine functions) concurrently; results come back in job order.
 
@@ -428,9 +439,9 @@ class Dispatcher(abc.ABC):
     """
 
     name: str = "base"
-    family: str | None = None
-    """Which section of ``generator`` holds this dispatcher's settings (``"fixed_pool"``, ``"async_pipeline"``):
-    the built-in it is or builds on; ``None`` for one of another kind."""
+    settings: type[DispatcherSettings] = DispatcherSettings
+    """The class of this dispatcher's settings (``generator.dispatcher``); a dispatcher built on a built-in
+    inherits the built-in's."""
 
     def __init__(self) -> None:
         self.stats = DispatchStats()

@@ -17,9 +17,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import Field
+
 from skyrl_train.rollout.dispatch.base import (
     STAGES,
     Dispatcher,
+    DispatcherSettings,
     Job,
     StagedJob,
     StageTimeouts,
@@ -30,13 +33,28 @@ from skyrl_train.rollout.dispatch.base import (
     run_job,
 )
 
-__all__ = ["FixedPoolDispatcher"]
+__all__ = ["FixedPoolDispatcher", "FixedPoolSettings"]
 
 
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
+
+
+class FixedPoolSettings(DispatcherSettings):
+    """Settings of ``generator.dispatcher: {type: fixed_pool}``: long-lived workers, each running one
+    trajectory at a time and keeping its resources (a started environment) for the next one."""
+
+    num_workers: int | None = Field(None, ge=1)
+    """Workers of the pool; null: generator.max_concurrent_trajectories."""
+    reuse_envs: bool = True
+    """A worker keeps an environment that supports reuse (a terminal task's started container) for its next
+    trajectory of the same environment, brought back to its start state, instead of making a new one (the
+    rollout runner reads it)."""
+
+    def factory_kwargs(self) -> dict[str, Any]:
+        return {} if self.num_workers is None else {"max_concurrency": self.num_workers}
 
 
 @register_dispatcher("fixed_pool")
@@ -50,7 +68,7 @@ class FixedPoolDispatcher(Dispatcher):
     """
 
     name = "fixed_pool"
-    family = "fixed_pool"
+    settings = FixedPoolSettings
 
     def __init__(
         self,
