@@ -42,6 +42,7 @@ __all__ = [
     "self_correction_step",
     "supervised_step",
     "train_on",
+    "turns_under_stops",
 ]
 
 
@@ -183,6 +184,8 @@ def play_episodes(
     :class:`ScriptedEngine` per row; the trajectories in row order (``group_id`` is the row's index), their
     :class:`~skyrl_gym.core.Misstep` turns masked out of the loss (:func:`mask_missteps`)."""
 
+    episodes = [None if actions is None else turns_under_stops(actions, params.stop) for actions in episodes]
+
     async def play() -> list[Any]:
         jobs = [
             _scripted_generator(generator_factory, tokenizer, actions).rollout(row, params, group_id=i)
@@ -195,6 +198,27 @@ def play_episodes(
     for trajectory in trajectories:
         mask_missteps(trajectory, episodes[trajectory.group_id] or [], tokenizer)
     return trajectories
+
+
+def turns_under_stops(actions: Sequence[str], stops: Sequence[str] | None) -> list[str]:
+    """``actions`` as the turns a model plays them when its sampling stops at ``stops``: an action with a stop
+    string before its end (a ReAct reference's several tool calls in one action, with ``stop=["</tool_call>"]``)
+    becomes one turn per piece, each ending at its stop string, as the engine would cut it. A
+    :class:`~skyrl_gym.core.Misstep` is kept whole (its ``keep`` prefix is of the whole action)."""
+    from skyrl_gym.core import Misstep
+
+    turns: list[str] = []
+    for action in actions:
+        rest = action
+        while not isinstance(action, Misstep):
+            ends = [rest.find(stop) + len(stop) for stop in stops or () if stop and rest.find(stop) >= 0]
+            cut = min(ends, default=len(rest))
+            if cut >= len(rest.rstrip()):
+                break
+            turns.append(rest[:cut])
+            rest = rest[cut:].lstrip()
+        turns.append(rest)
+    return turns
 
 
 def first_turn(trajectory: Any, tokenizer: Any) -> str:

@@ -165,3 +165,22 @@ def test_the_warm_up_plays_each_rows_reference_through_the_react_loop(sql_rows, 
     )
     assert [r.end for r in results] == ["terminated"] * len(rows)
     assert [r.reward for r in results] == [1.0] * len(rows)
+
+
+def test_a_reference_of_several_calls_in_one_action_is_played_as_the_stop_string_cuts_it(sql_rows, tokenizer):
+    """With ``stop=["</tool_call>"]`` a model's turn ends at its first call, so the warm-up plays a reference
+    action that holds the sql call and finish (``episode_fraction`` 0) as two turns, not one the engine would
+    cut short, after which the environment would wait for a turn the script does not have."""
+    from skyrl_train.config import SamplingParams
+    from skyrl_train.loop.warmup import play_references
+    from skyrl_train.rollout.runner import AgentRunner
+
+    _, rows = sql_rows
+    config = load_config("sql_cpu", ["generator.agent=react", "generator.agent.tools=[sql]"])
+
+    def runner_for(engine):
+        return AgentRunner.from_config(config, engine, tokenizer)
+
+    params = SamplingParams(max_generate_length=256, stop=["</tool_call>"])
+    results = play_references(rows, runner_for, tokenizer, params, episode_fraction=0.0, seed=0)
+    assert [(r.end, r.reward, r.num_turns) for r in results] == [("terminated", 1.0, 2)] * len(rows)

@@ -173,3 +173,18 @@ def test_a_warmup_step_trains_on_the_reference_trajectories(tokenizer, tiny_mode
     # every row a correction episode: each counted, though its first turn keeps its plan in the loss
     metrics = supervised_step(policy, corrections, tokenizer, sql_rows, PARAMS, episode_fraction=1.0, seed=1)
     assert metrics["warmup/corrections"] == len(sql_rows) == metrics["warmup/trajectories"]
+
+
+def test_an_action_is_split_into_the_turns_its_stop_strings_cut_it_into():
+    from skyrl_train.loop.warmup import turns_under_stops
+
+    calls = "<tool_call>a</tool_call>\n<tool_call>b</tool_call>"
+    assert turns_under_stops([calls], ["</tool_call>"]) == [
+        "<tool_call>a</tool_call>",
+        "<tool_call>b</tool_call>",
+    ]
+    assert turns_under_stops([calls, "c"], None) == [calls, "c"]
+    assert turns_under_stops(["x</s>  "], ["</s>"]) == ["x</s>  "]  # nothing after the stop: one turn
+    misstep = Misstep(calls, keep="<tool_call>")
+    (kept,) = turns_under_stops([misstep], ["</tool_call>"])  # a misstep's keep is of the whole action
+    assert kept is misstep
