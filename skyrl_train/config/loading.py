@@ -142,7 +142,7 @@ def _apply_override(data: dict[str, Any], override: str, errors: list[str]) -> N
 
 def _annotation_at(parts: Sequence[str]) -> tuple[Any, bool]:
     """The schema annotation at a dotted path, and whether the path falls inside a free-form dict."""
-    if len(parts) > 2 and parts[0] == "generator" and parts[1] in OLD_PART_SECTIONS:
+    if len(parts) >= 2 and parts[0] == "generator" and parts[1] in OLD_PART_SECTIONS:
         return None, True  # read into the part's own section, with a DeprecationWarning
     model: Any = Config
     annotation: Any = None

@@ -1,5 +1,6 @@
 """The ``react`` agent: a trajectory that plays the row's environment wrapped in
-:class:`~skyrl_gym.tools.react.ReActEnv`, the ReAct loop over the agent tools (``generator.agent: {type: react, ...}`` sets it).
+:class:`~skyrl_gym.tools.react.ReActEnv`, the ReAct loop over the agent tools, and its settings
+(:class:`ReActSettings`, ``generator.agent: {type: react, ...}``).
 
 ``ReActEnv``, ``ReActConfig`` and the tool-call helpers live in :mod:`skyrl_gym.tools.react`; their names here
 are kept for one release.
