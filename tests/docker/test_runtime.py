@@ -92,10 +92,10 @@ def test_shell_timeout_interrupts_and_the_state_survives(box, command):
     with box.shell() as shell:
         shell.run("cd /tmp; Y=kept")
         result = shell.run(command, timeout_s=1)
-        assert result.timed_out and result.exit_code is None
-        assert result.duration_s < STOPPED_WITHIN_S
+        assert result.timed_out and result.exit_code is None, result
+        assert result.duration_s < STOPPED_WITHIN_S, result
         after = shell.run("echo $Y $PWD")
-        assert after.output == "kept /tmp\n" and not after.restarted
+        assert after.output == "kept /tmp\n" and not after.restarted, (result, after)
 
 
 def test_shell_exit_gives_a_new_shell(box):

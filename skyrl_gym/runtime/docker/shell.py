@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from skyrl_gym.runtime.docker.container import DockerContainer
 
 
+ANSWER_AFTER_KILL_S = 10.0
+"""How long a shell whose foreground job was killed may take to answer before it is replaced: the kill is
+final, so the answer comes as soon as bash has reaped the job and its line has come through the engine's
+stream, which on a busy machine can take seconds (the wait ends when it comes)."""
+
+
 @dataclass
 class ShellResult:
     """One command of a :class:`ShellSession`: what it printed (stdout and stderr together, as a terminal shows
@@ -210,7 +216,7 @@ class ShellSession:
     # -- commands ----------------------------------------------------------------------------------------
     def run(self, command: str, timeout_s: float = 30.0) -> ShellResult:
         """Run ``command`` (any bash text, several lines too) in the shell; returns within ``timeout_s`` plus
-        about two seconds."""
+        about two seconds, or plus :data:`ANSWER_AFTER_KILL_S` when a killed job's shell is slow to answer."""
         import base64
 
         restarted = False
@@ -282,7 +288,7 @@ class ShellSession:
             found, eof, match = self._read_until(either, time.monotonic() + 0.5, output)
             if not (found or eof):  # the job read our request from the terminal before it died: ask again
                 self._send(ask)
-                found, eof, match = self._read_until(either, time.monotonic() + 0.5, output)
+                found, eof, match = self._read_until(either, time.monotonic() + ANSWER_AFTER_KILL_S, output)
         return found, eof, match
 
     def _foreground_group(self) -> int | None:
