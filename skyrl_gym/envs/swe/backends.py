@@ -544,6 +544,23 @@ def _snapshot(container: Any, folder: str, dest: Path, max_bytes: int) -> None:
     safe_extract(b"".join(chunks), dest, strip=1, max_bytes=max_bytes)
 
 
+STOPPED_SETTLE_S = 10.0
+"""How long the Docker engine may take to report stopped a container whose process already died: the runtime
+knows at once (a pause is refused), the engine's state follows when it has handled the exit, which on a busy
+machine can lag by seconds."""
+
+
+def _stopped(container: Any) -> bool:
+    """Whether the container has stopped, as the engine reports within :data:`STOPPED_SETTLE_S` (at once for a
+    container it already knows stopped; a running one is asked until then)."""
+    deadline = time.monotonic() + STOPPED_SETTLE_S
+    while container.alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def _engine_answers(container: Any) -> bool:
     """Whether the Docker engine still answers (when it does, a stopped container is the agent's doing)."""
     try:
@@ -652,7 +669,7 @@ class DockerBackend(SWEBackend):
             return _Run(1, "", str(exc))
         except Exception as exc:
             container = self.container
-            if not container.removed and not container.alive() and _engine_answers(container):
+            if not container.removed and _stopped(container) and _engine_answers(container):
                 # the agent killed the container's own process (kill -9 -1): its work went with the container
                 # (a container this side removed, or an engine that does not answer, is the machinery's fault)
                 return _Run(
