@@ -11,10 +11,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from skyrl_train import names
 from skyrl_train.config.base import (
     ConfigError,
-    PartSettings,
     accepts_str,
     field_named,
     is_free_dict,
@@ -24,7 +22,7 @@ from skyrl_train.config.base import (
     unknown_key_message,
     walk_keys,
 )
-from skyrl_train.config.schema import OLD_PART_SECTIONS, Config, PartOf
+from skyrl_train.config.schema import OLD_PART_SECTIONS, Config, PartOf, settings_of
 
 __all__ = ["RECIPES_DIR", "describe_config", "iter_keys", "iter_part_keys", "list_recipes", "load_config"]
 
@@ -46,7 +44,7 @@ def iter_part_keys(model: type[BaseModel] = Config, prefix: str = "") -> Iterato
         marker = next((m for m in field.metadata if isinstance(m, PartOf)), None)
         if marker is not None:
             for part in marker.registry.builtin_names():
-                settings = names.part_settings(marker.registry, part) or PartSettings
+                settings = settings_of(marker.registry, part)
                 for key, setting in settings.model_fields.items():
                     if key != "type":
                         yield f"{prefix}{name}.{key}", setting, part
@@ -169,26 +167,26 @@ def describe_config(config: Config | None = None) -> list[str]:
     defaults = Config()
     lines: list[str] = []
     for key, field in iter_keys():
-        default = _value_at(defaults, key)
-        shown = ""
-        if config is not None:
-            value = _value_at(config, key)
-            if value != default:
-                shown = f" = {value!r}"
-        doc = " ".join((field.description or "").split())
-        lines.append(f"{key}{shown} ({type_name(field.annotation)}, default {default!r}): {doc}")
+        value = _UNSET if config is None else _value_at(config, key)
+        lines.append(_describe(key, field, _value_at(defaults, key), value))
     for key, field, part in iter_part_keys():
         section, _, leaf = key.rpartition(".")
+        chosen = None if config is None else _value_at(config, section)
+        value = getattr(chosen, leaf) if chosen is not None and chosen.type == part else _UNSET
         default = field.get_default(call_default_factory=True)
-        shown = ""
-        chosen = _value_at(config, section) if config is not None else None
-        if chosen is not None and chosen.type == part and getattr(chosen, leaf) != default:
-            shown = f" = {getattr(chosen, leaf)!r}"
-        doc = " ".join((field.description or "").split())
-        lines.append(
-            f"{key}{shown} [{section}.type={part}] ({type_name(field.annotation)}, default {default!r}): {doc}"
-        )
+        lines.append(_describe(key, field, default, value, f" [{section}.type={part}]"))
     return lines
+
+
+_UNSET = object()
+"""No value to show: :func:`describe_config` was given no config, or the config chose another part."""
+
+
+def _describe(key: str, field: Any, default: Any, value: Any, where: str = "") -> str:
+    """One line of :func:`describe_config`: ``value`` is shown where it is given and is not the default."""
+    shown = f" = {value!r}" if value is not _UNSET and value != default else ""
+    doc = " ".join((field.description or "").split())
+    return f"{key}{shown}{where} ({type_name(field.annotation)}, default {default!r}): {doc}"
 
 
 def _value_at(config: BaseModel, key: str) -> Any:

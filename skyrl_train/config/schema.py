@@ -598,7 +598,7 @@ def _chosen_part(registry: Any, default: str, value: Any) -> Any:
     name = value["type"]
     if name not in registry:
         raise PydanticCustomError("unknown_part", "{message}", {"message": registry.unknown_message(name)})
-    settings = names.part_settings(registry, name) or PartSettings
+    settings = settings_of(registry, name)
     known = {
         key for field_name, field in settings.model_fields.items() for key in _field_names(field_name, field)
     }
@@ -615,6 +615,11 @@ def _chosen_part(registry: Any, default: str, value: Any) -> Any:
             },
         )
     return settings.model_validate(dict(value))
+
+
+def settings_of(registry: Any, name: str) -> type[PartSettings]:
+    """The settings class part ``name`` of ``registry`` declares; ``type`` alone for a part declaring none."""
+    return names.part_settings(registry, name) or PartSettings
 
 
 def _field_names(name: str, field: Any) -> list[str]:

@@ -211,9 +211,9 @@ def turns_under_stops(actions: Sequence[str], stops: Sequence[str] | None) -> li
     for action in actions:
         rest = action
         while not isinstance(action, Misstep):
-            ends = [rest.find(stop) + len(stop) for stop in stops or () if stop and rest.find(stop) >= 0]
-            cut = min(ends, default=len(rest))
-            if cut >= len(rest.rstrip()):
+            found = [(rest.find(stop), stop) for stop in stops or () if stop]
+            cut = min((at + len(stop) for at, stop in found if at >= 0), default=len(rest))
+            if cut >= len(rest.rstrip()):  # the first stop ends the action: nothing is cut off
                 break
             turns.append(rest[:cut])
             rest = rest[cut:].lstrip()
